@@ -1,0 +1,67 @@
+# Two commands for learners (make lab, make test); the rest for instructors and maintainers.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+LEARNER_STAMP := $(VENV)/.learner-installed
+DEV_STAMP     := $(VENV)/.dev-installed
+NOTEBOOKS := $(sort $(wildcard notebooks/zh/*.ipynb notebooks/en/*.ipynb))
+
+.PHONY: setup lab test test-fast test-notebooks test-browser notebooks student figures bench lock clean
+
+# The venv is created once; requirements are reinstalled only when a requirements file changes.
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(LEARNER_STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+$(DEV_STAMP): requirements-dev.txt $(LEARNER_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+setup: $(LEARNER_STAMP)
+
+## make lab: open the course in JupyterLab (the token stays on: open the printed link).
+lab: $(LEARNER_STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+
+## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
+test: $(DEV_STAMP)
+	$(PY) -m pytest -n 2 --dist loadfile tests src
+	$(PY) -m pytest -n 2 --dist loadfile --nbval -p no:randomly $(NOTEBOOKS)
+
+test-fast: $(DEV_STAMP)
+	$(PY) -m pytest -n 2 tests src
+
+test-notebooks: $(DEV_STAMP)
+	$(PY) -m pytest -n 2 --dist loadfile --nbval $(NOTEBOOKS)
+
+## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
+notebooks: $(DEV_STAMP)
+	$(PY) .ci/execute_notebooks.py $(NOTEBOOKS)
+
+## make student: student copies (solutions removed, outputs cleared) in build/student/{zh,en}/.
+student: $(DEV_STAMP)
+	$(PY) .ci/build_student.py --out build/student
+
+## make figures: regenerate every image in figures/ from the library's plotting functions.
+figures: $(DEV_STAMP)
+	$(PY) .ci/make_figures.py
+
+## make bench: side-by-side attention benchmark and notebook timings (see benchmarks/).
+bench: $(DEV_STAMP)
+	$(PY) benchmarks/run.py
+
+## make test-browser: JupyterLab in headless Chromium, every notebook, every widget.
+test-browser: $(DEV_STAMP)
+	$(PY) -m pytest tests/browser -m browser -p no:xdist
+
+## make lock: record the exact versions of the learner's set that were last tested.
+lock: $(LEARNER_STAMP)
+	$(PY) -m pip freeze --exclude-editable --disable-pip-version-check \
+		| grep -v '^-e' > requirements-lock.txt
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,105 @@
+"""Input checks shared by the public functions.
+
+Every public function validates at its boundary, so a learner who passes the wrong thing reads a
+message that names the argument, what it got and what it needs, instead of a NumPy traceback from
+deep inside a matrix product.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT_DTYPES = (np.float16, np.float32, np.float64)
+
+
+def as_float_array(x, name: str, *, min_ndim: int = 1, allow_nonfinite: bool = False) -> np.ndarray:
+    """Return ``x`` as a floating ndarray, or raise a message that names ``name``.
+
+    Integer, boolean and complex inputs are refused: silently turning token ids into floats hides
+    a bug more often than it helps. NaN and inf are refused unless ``allow_nonfinite``.
+    """
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{name} must be an array of floats; could not convert it ({exc})") from None
+    if arr.dtype.type not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must have a floating dtype (float16, float32 or float64); got dtype {arr.dtype}"
+            + (" - convert with .astype(np.float32)" if arr.dtype.kind in "iub" else "")
+        )
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} axes; got shape {arr.shape}"
+        )
+    if not allow_nonfinite and arr.size and not np.isfinite(arr).all():
+        bad = "NaN" if np.isnan(arr).any() else "inf"
+        raise ValueError(f"{name} contains {bad}; attention needs finite inputs")
+    return arr
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float16 is computed in float32 (as CPU kernels do) and cast back at the end."""
+    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+
+
+def check_same_dtype(**arrays: np.ndarray) -> np.dtype:
+    dtypes = {name: a.dtype for name, a in arrays.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{n}={d}" for n, d in dtypes.items())
+        raise TypeError(f"inputs must share one dtype; got {listed}")
+    return next(iter(dtypes.values()))
+
+
+def broadcast_batch(name_shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """Broadcast the leading (batch) axes, naming the arrays when they do not fit."""
+    try:
+        return np.broadcast_shapes(*name_shapes.values())
+    except ValueError:
+        listed = ", ".join(f"{n} {s}" for n, s in name_shapes.items())
+        raise ValueError(f"leading (batch) axes do not broadcast: {listed}") from None
+
+
+def check_mask(mask, name: str, target_shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Validate a boolean or floating mask that must broadcast to ``target_shape``.
+
+    A boolean mask is returned as is (True = takes part); a floating one is cast to ``dtype``.
+    """
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_ and arr.dtype.type not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be boolean (True = takes part) or floating (added to the scores); "
+            f"got dtype {arr.dtype}"
+        )
+    try:
+        np.broadcast_shapes(arr.shape, target_shape)
+        if np.broadcast_shapes(arr.shape, target_shape) != tuple(target_shape):
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"{name} has shape {arr.shape}; it must broadcast to {tuple(target_shape)} "
+            "(..., L queries, S keys)"
+        ) from None
+    if arr.dtype == np.bool_:
+        return arr
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        raise ValueError(f"{name} may hold -inf (blocked) and finite values, not NaN or +inf")
+    return arr.astype(dtype, copy=False)
+
+
+def positive_int(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__} {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive; got {name}={value}")
+    return int(value)
+
+
+def nonnegative_int(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int; got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0; got {name}={value}")
+    return int(value)

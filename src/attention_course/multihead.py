@@ -1,0 +1,306 @@
+"""Multi-head attention with the weight layout of ``torch.nn.MultiheadAttention``.
+
+Mask convention: as everywhere in this library, a boolean mask marks with **True the positions
+that take part**. PyTorch's ``nn.MultiheadAttention`` uses the opposite for its boolean
+``attn_mask`` and ``key_padding_mask`` (True = ignore); negate a torch mask (``~mask``) to use it
+here. Floating masks are added to the scores in both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import as_float_array, check_mask, compute_dtype, positive_int
+from .attention import scaled_dot_product_attention
+
+
+def split_heads(x, num_heads: int) -> np.ndarray:
+    """Cut the feature axis into ``num_heads`` slices and move the head axis forward.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., L, E)
+    num_heads : int
+        H; must divide E.
+
+    Returns
+    -------
+    ndarray, shape (..., H, L, E // H)
+        Head ``h`` holds features ``h*E/H : (h+1)*E/H`` of every position (a view when possible).
+
+    Examples
+    --------
+    >>> split_heads(np.arange(8.0).reshape(2, 4), 2)
+    array([[[0., 1.],
+            [4., 5.]],
+    <BLANKLINE>
+           [[2., 3.],
+            [6., 7.]]])
+    """
+    x = as_float_array(x, "x", min_ndim=2, allow_nonfinite=True)
+    H = positive_int(num_heads, "num_heads")
+    L, E = x.shape[-2:]
+    if E % H:
+        raise ValueError(f"the last axis of x (E={E}) is not divisible by num_heads={H}")
+    x = x.reshape(*x.shape[:-1], H, E // H)            # (..., L, H, E/H)
+    return np.swapaxes(x, -3, -2)                      # (..., H, L, E/H)
+
+
+def merge_heads(x) -> np.ndarray:
+    """Inverse of :func:`split_heads`: concatenate the heads back along the feature axis.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., H, L, D)
+
+    Returns
+    -------
+    ndarray, shape (..., L, H * D)
+
+    Examples
+    --------
+    >>> x = np.arange(24.0).reshape(2, 3, 4)
+    >>> bool((merge_heads(split_heads(x, 2)) == x).all())
+    True
+    """
+    x = as_float_array(x, "x", min_ndim=3, allow_nonfinite=True)
+    H, L, D = x.shape[-3:]
+    x = np.swapaxes(x, -3, -2)                         # (..., L, H, D)
+    return x.reshape(*x.shape[:-2], H * D)             # (..., L, H*D)
+
+
+def _linear(x, weight, bias):
+    """x @ weightᵀ + bias, the convention of torch.nn.Linear (weight is (out, in))."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def _combine_masks(attn_mask, key_padding_mask, batch, H, L, S, cdtype):
+    """One mask of shape broadcastable to batch + (H, L, S), or None."""
+    target = batch + (H, L, S)
+    mask = None if attn_mask is None else check_mask(attn_mask, "attn_mask", target, cdtype)
+    if key_padding_mask is not None:
+        kpm = np.asarray(key_padding_mask)
+        if kpm.shape[-1:] != (S,) or kpm.ndim - 1 > len(batch):
+            raise ValueError(
+                f"key_padding_mask has shape {kpm.shape}; it must be (..., S) = "
+                f"{batch + (S,)} (one flag per key of each sequence)"
+            )
+        kpm = check_mask(kpm[..., None, None, :], "key_padding_mask", target, cdtype)
+        if mask is None:
+            mask = kpm
+        elif mask.dtype == np.bool_ and kpm.dtype == np.bool_:
+            mask = mask & kpm
+        else:
+            mask = _as_additive(mask, cdtype) + _as_additive(kpm, cdtype)
+    return mask
+
+
+def _as_additive(mask, cdtype):
+    if mask.dtype == np.bool_:
+        return np.where(mask, cdtype.type(0), cdtype.type(-np.inf))
+    return mask
+
+
+class MultiHeadAttention:
+    """H attention heads side by side, then one output projection.
+
+    Parameters
+    ----------
+    embed_dim : int
+        E, the model width; every head works in width E // H.
+    num_heads : int
+        H; must divide ``embed_dim``.
+    bias : bool
+        Learnable biases on the input and output projections (PyTorch's default: True).
+    seed : int, optional
+        Seed for the initial weights: Xavier-uniform ``in_proj_weight``, uniform
+        ``out_proj_weight`` in ±1/sqrt(E), zero biases (PyTorch's initialisation scheme).
+    dtype : numpy dtype
+        Dtype of the stored weights (default float32, as in PyTorch). At call time they are cast
+        to the input's dtype, so the output dtype follows the input.
+
+    Attributes (PyTorch's names and layout, so weights copy across unchanged)
+    ----------
+    in_proj_weight : ndarray, shape (3E, E)
+        ``[W_q; W_k; W_v]`` stacked; a projection computes ``x @ W.T``.
+    in_proj_bias : ndarray, shape (3E,) or None
+    out_proj_weight : ndarray, shape (E, E)
+    out_proj_bias : ndarray, shape (E,) or None
+
+    Examples
+    --------
+    >>> mha = MultiHeadAttention(embed_dim=8, num_heads=2, seed=0)
+    >>> x = np.ones((3, 8), dtype=np.float32)           # (L, E)
+    >>> out, w = mha(x)
+    >>> out.shape, w.shape
+    ((3, 8), (3, 3))
+    >>> mha(x, need_weights=False, average_attn_weights=False)[1] is None
+    True
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, seed=None,
+                 dtype=np.float32):
+        E = positive_int(embed_dim, "embed_dim")
+        H = positive_int(num_heads, "num_heads")
+        if E % H:
+            raise ValueError(f"embed_dim={E} is not divisible by num_heads={H}")
+        dtype = np.dtype(dtype)
+        if dtype.type not in (np.float16, np.float32, np.float64):
+            raise TypeError(f"dtype must be float16, float32 or float64; got {dtype}")
+        self.embed_dim, self.num_heads, self.head_dim = E, H, E // H
+        rng = np.random.default_rng(seed)
+        xavier = np.sqrt(6.0 / (E + 3 * E))            # fan_in=E, fan_out=3E, as torch computes it
+        self.in_proj_weight = rng.uniform(-xavier, xavier, (3 * E, E)).astype(dtype)
+        bound = 1.0 / np.sqrt(E)
+        self.out_proj_weight = rng.uniform(-bound, bound, (E, E)).astype(dtype)
+        self.in_proj_bias = np.zeros(3 * E, dtype) if bias else None
+        self.out_proj_bias = np.zeros(E, dtype) if bias else None
+
+    def __repr__(self):
+        return (f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"bias={self.in_proj_bias is not None})")
+
+    @property
+    def num_parameters(self) -> int:
+        """4·E² weights plus 4·E biases (when ``bias``), whatever the number of heads."""
+        arrays = [self.in_proj_weight, self.out_proj_weight, self.in_proj_bias, self.out_proj_bias]
+        return int(sum(a.size for a in arrays if a is not None))
+
+    def projection_weights(self):
+        """The three input projections and their biases, ``(W_q, W_k, W_v, b_q, b_k, b_v)``.
+
+        Each W is (E, E) in torch's (out, in) layout; each b is (E,) or None.
+        """
+        W_q, W_k, W_v = np.split(self.in_proj_weight, 3, axis=0)
+        if self.in_proj_bias is None:
+            return W_q, W_k, W_v, None, None, None
+        b_q, b_k, b_v = np.split(self.in_proj_bias, 3)
+        return W_q, W_k, W_v, b_q, b_k, b_v
+
+    def _check_inputs(self, query, key, value):
+        E = self.embed_dim
+        query = as_float_array(query, "query", min_ndim=2)
+        key = query if key is None else as_float_array(key, "key", min_ndim=2)
+        value = key if value is None else as_float_array(value, "value", min_ndim=2)
+        for name, a in (("query", query), ("key", key), ("value", value)):
+            if a.shape[-1] != E:
+                raise ValueError(f"{name} has shape {a.shape}; its last axis must be embed_dim={E}")
+        if key.shape[-2] != value.shape[-2]:
+            raise ValueError(
+                f"key and value must have the same number of positions S; got key {key.shape} "
+                f"and value {value.shape}"
+            )
+        return query, key, value
+
+    def __call__(self, query, key=None, value=None, attn_mask=None, key_padding_mask=None,
+                 is_causal: bool = False, need_weights: bool = True,
+                 average_attn_weights: bool = True):
+        """Apply multi-head attention to batch-first inputs.
+
+        Parameters
+        ----------
+        query : ndarray, shape (..., L, E)
+        key : ndarray, shape (..., S, E), optional
+            Defaults to ``query`` (self-attention).
+        value : ndarray, shape (..., S, E), optional
+            Defaults to ``key``.
+        attn_mask : ndarray of bool or float, broadcastable to (..., H, L, S), optional
+            Boolean True = takes part (the opposite of torch's MultiheadAttention); floating is
+            added to the scores. An (L, S) mask applies to every sequence and head.
+        key_padding_mask : ndarray of bool or float, shape (..., S), optional
+            Boolean True = a real key (torch: True = padding).
+        is_causal : bool
+            Apply the causal mask. Here it is a real mask, not torch's hint, and it cannot be
+            combined with ``attn_mask``.
+        need_weights : bool
+            Return the attention weights (else ``None`` in their place).
+        average_attn_weights : bool
+            Average the weights over heads, (..., L, S); otherwise (..., H, L, S).
+
+        Returns
+        -------
+        out : ndarray, shape (..., L, E), dtype of ``query``
+        weights : ndarray, shape (..., L, S) or (..., H, L, S), or None
+
+        Notes
+        -----
+        A query that may see no key gets zeros from the attention step (torch gives NaN there).
+        """
+        query, key, value = self._check_inputs(query, key, value)
+        H, E = self.num_heads, self.embed_dim
+        W_q, W_k, W_v, b_q, b_k, b_v = self.projection_weights()
+        dtype = query.dtype
+        cast = (lambda a: None if a is None else a.astype(dtype, copy=False))
+        q = split_heads(_linear(query, cast(W_q), cast(b_q)), H)      # (..., H, L, E/H)
+        k = split_heads(_linear(key, cast(W_k), cast(b_k)), H)        # (..., H, S, E/H)
+        v = split_heads(_linear(value, cast(W_v), cast(b_v)), H)      # (..., H, S, E/H)
+        batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+        L, S = q.shape[-2], k.shape[-2]
+        if is_causal and attn_mask is not None:
+            raise ValueError("attn_mask and is_causal=True cannot be combined; pass one of them")
+        mask = _combine_masks(attn_mask, key_padding_mask, batch, H, L, S,
+                              compute_dtype(dtype))
+        heads, weights = scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
+        )                                                             # (..., H, L, E/H), (..., H, L, S)
+        out = _linear(merge_heads(heads), cast(self.out_proj_weight),
+                      cast(self.out_proj_bias))                       # (..., L, E)
+        if not need_weights:
+            return out, None
+        if average_attn_weights:
+            weights = weights.mean(axis=-3)                           # (..., L, S)
+        return out, weights
+
+
+def multi_head_attention_reference(mha: MultiHeadAttention, query, key=None, value=None,
+                                   attn_mask=None, is_causal: bool = False):
+    """The slow, readable version: one head at a time in a Python loop, then concatenate.
+
+    Parameters
+    ----------
+    mha : MultiHeadAttention
+        Supplies the weights.
+    query : ndarray, shape (..., L, E)
+    key, value : ndarray, shape (..., S, E), optional
+        Default to ``query`` / ``key``.
+    attn_mask : ndarray, broadcastable to (..., L, S), optional
+        Same for every head; True = takes part.
+    is_causal : bool
+
+    Returns
+    -------
+    out : ndarray, shape (..., L, E)
+    weights : ndarray, shape (..., H, L, S)
+        Each head's weights, not averaged.
+
+    Examples
+    --------
+    >>> mha = MultiHeadAttention(8, 2, seed=1, dtype=np.float64)
+    >>> x = np.random.default_rng(0).normal(size=(5, 8))
+    >>> fast, _ = mha(x)
+    >>> slow, _ = multi_head_attention_reference(mha, x)
+    >>> bool(np.allclose(fast, slow))
+    True
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention; got {type(mha).__name__}")
+    query, key, value = mha._check_inputs(query, key, value)
+    W_q, W_k, W_v, b_q, b_k, b_v = mha.projection_weights()
+    D = mha.head_dim
+    outs, weights = [], []
+    for h in range(mha.num_heads):
+        rows = slice(h * D, (h + 1) * D)            # head h owns these rows of each W
+        pick = (lambda b, rows=rows: None if b is None else b[rows])
+        q_h = _linear(query, W_q[rows], pick(b_q))   # (..., L, D)
+        k_h = _linear(key, W_k[rows], pick(b_k))     # (..., S, D)
+        v_h = _linear(value, W_v[rows], pick(b_v))   # (..., S, D)
+        o_h, w_h = scaled_dot_product_attention(
+            q_h.astype(query.dtype), k_h.astype(query.dtype), v_h.astype(query.dtype),
+            attn_mask=attn_mask, is_causal=is_causal, return_weights=True,
+        )
+        outs.append(o_h)
+        weights.append(w_h)
+    concat = np.concatenate(outs, axis=-1)          # (..., L, H*D)
+    out = _linear(concat, mha.out_proj_weight, mha.out_proj_bias).astype(query.dtype)
+    return out, np.stack(weights, axis=-3)          # (..., H, L, S)

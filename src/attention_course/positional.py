@@ -1,0 +1,155 @@
+"""Sinusoidal positional encoding (Vaswani et al. 2017, §3.5) and its shift property."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import nonnegative_int, positive_int
+
+
+def _check_d_model(d_model) -> int:
+    d = positive_int(d_model, "d_model")
+    if d % 2:
+        raise ValueError(f"d_model must be even (sine/cosine pairs); got d_model={d}")
+    return d
+
+
+def _check_base(base) -> float:
+    if not (np.isscalar(base) and np.isfinite(base) and base > 1):
+        raise ValueError(f"base must be a finite number > 1; got base={base!r}")
+    return float(base)
+
+
+def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
+    """Angular frequency of each sine/cosine pair.
+
+    Returns
+    -------
+    ndarray, shape (d_model // 2,)
+        ``omega_i = base ** (-2i / d_model)``: from 1 (wavelength 2π) down towards 1/base
+        (wavelength close to base·2π).
+
+    Examples
+    --------
+    >>> frequencies(4)
+    array([1.  , 0.01])
+    """
+    d = _check_d_model(d_model)
+    base = _check_base(base)
+    return base ** (-np.arange(0, d, 2) / d)
+
+
+def sinusoidal_positional_encoding(num_positions: int, d_model: int,
+                                   base: float = 10000.0) -> np.ndarray:
+    """The fixed encoding added to the embeddings so that attention can tell positions apart.
+
+    ``PE[pos, 2i] = sin(pos · omega_i)`` and ``PE[pos, 2i+1] = cos(pos · omega_i)`` with
+    ``omega_i = base^(-2i/d_model)``.
+
+    Parameters
+    ----------
+    num_positions : int
+        P, how many positions (0 .. P-1).
+    d_model : int
+        D, the embedding width; must be even.
+    base : float
+        10000 in the paper.
+
+    Returns
+    -------
+    ndarray, float64, shape (P, D)
+
+    Examples
+    --------
+    >>> sinusoidal_positional_encoding(2, 4).round(4)
+    array([[0.    , 1.    , 0.    , 1.    ],
+           [0.8415, 0.5403, 0.01  , 1.    ]])
+    """
+    P = nonnegative_int(num_positions, "num_positions")
+    omega = frequencies(d_model, base)                         # (D/2,)
+    angles = np.arange(P)[:, None] * omega[None, :]            # (P, D/2)
+    pe = np.empty((P, 2 * omega.size))
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles)
+    return pe
+
+
+def position_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The linear map that moves an encoding ``k`` positions on: ``PE[pos + k] = PE[pos] @ M``.
+
+    It is block diagonal: for each pair (sin, cos) of frequency omega a 2×2 rotation by the angle
+    ``k · omega``, the same for every ``pos``. That is why a model can learn relative offsets
+    from absolute encodings.
+
+    Parameters
+    ----------
+    k : int
+        The offset (may be negative).
+    d_model : int
+        D, even.
+    base : float
+
+    Returns
+    -------
+    ndarray, float64, shape (D, D)
+
+    Examples
+    --------
+    >>> pe = sinusoidal_positional_encoding(10, 8)
+    >>> bool(np.allclose(pe[3] @ position_shift_matrix(4, 8), pe[7]))
+    True
+    """
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an int offset; got {type(k).__name__} {k!r}")
+    omega = frequencies(d_model, base)
+    c, s = np.cos(k * omega), np.sin(k * omega)
+    M = np.zeros((2 * omega.size, 2 * omega.size))
+    # Row vector convention: [sin a, cos a] @ [[c, -s], [s, c]] = [sin(a+b), cos(a+b)].
+    M[0::2, 0::2][np.diag_indices(omega.size)] = c
+    M[0::2, 1::2][np.diag_indices(omega.size)] = -s
+    M[1::2, 0::2][np.diag_indices(omega.size)] = s
+    M[1::2, 1::2][np.diag_indices(omega.size)] = c
+    return M
+
+
+def apply_rotary(x, positions=None, base: float = 10000.0) -> np.ndarray:
+    """Rotary position embedding (RoPE, Su et al. 2021): rotate each feature pair by pos·omega.
+
+    Applied to queries and keys (not added to the embeddings), it makes the score between
+    positions m and n depend only on the offset n - m.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., L, D)
+        Queries or keys; D even. Pairs are (x[2i], x[2i+1]).
+    positions : array_like of int, shape (L,), optional
+        Default ``0 .. L-1``.
+    base : float
+
+    Returns
+    -------
+    ndarray, shape (..., L, D), dtype of x
+
+    Examples
+    --------
+    >>> q = np.ones((1, 2)); k = np.ones((1, 2))
+    >>> a = apply_rotary(q, [3]) @ apply_rotary(k, [1]).T
+    >>> b = apply_rotary(q, [7]) @ apply_rotary(k, [5]).T
+    >>> bool(np.allclose(a, b))
+    True
+    """
+    from ._validate import as_float_array
+
+    x = as_float_array(x, "x", min_ndim=2)
+    L, D = x.shape[-2:]
+    omega = frequencies(D, base)
+    pos = np.arange(L) if positions is None else np.asarray(positions)
+    if pos.shape != (L,):
+        raise ValueError(f"positions has shape {pos.shape}; it must be (L,) = ({L},)")
+    angles = pos[:, None] * omega[None, :]                      # (L, D/2)
+    c, s = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]                      # (..., L, D/2) each
+    out = np.empty_like(x)
+    out[..., 0::2] = even * c - odd * s
+    out[..., 1::2] = even * s + odd * c
+    return out

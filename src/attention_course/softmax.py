@@ -1,0 +1,63 @@
+"""Softmax: turn a row of scores into a budget of weights that sums to 1."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import as_float_array
+
+
+def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
+    """Numerically stable softmax along ``axis``.
+
+    The row maximum is subtracted before ``exp``: that changes nothing mathematically (softmax
+    does not change when a constant is added to a row) but keeps ``exp`` from overflowing, so
+    logits of +-1e4 are exact.
+
+    Parameters
+    ----------
+    x : array_like, float16/32/64, shape (..., n)
+        Scores (logits). ``-inf`` means "blocked": it gets weight exactly 0.
+    axis : int
+        The axis that is normalised (default: the last one, one row per query).
+    temperature : float
+        Scores are divided by it first; below 1 sharpens the weights, above 1 flattens them.
+
+    Returns
+    -------
+    ndarray, same shape and dtype as ``x``
+        Non-negative weights that sum to 1 along ``axis``. A row that is entirely ``-inf``
+        (nothing allowed) gives all zeros rather than NaN.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not floating.
+    ValueError
+        If ``x`` holds NaN or +inf, or ``temperature`` is not a positive finite number.
+
+    Examples
+    --------
+    >>> softmax(np.array([0.5, 0.3, 1.2, 3.0])).round(3)
+    array([0.062, 0.051, 0.126, 0.761])
+    >>> softmax(np.array([[1e4, 0.0], [-np.inf, -np.inf]]))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    x = as_float_array(x, "x", allow_nonfinite=True)
+    if np.isnan(x).any() or np.isposinf(x).any():
+        raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a positive finite number; got {temperature!r}")
+    if x.size == 0:
+        return x.copy()
+    work = x.astype(np.float32) if x.dtype == np.float16 else x
+    if temperature != 1.0:
+        work = work / work.dtype.type(temperature)
+    row_max = np.max(work, axis=axis, keepdims=True)
+    # An all -inf row has max -inf; shifting by 0 instead keeps exp(-inf) = 0 and avoids inf - inf.
+    row_max = np.where(np.isfinite(row_max), row_max, 0)
+    e = np.exp(work - row_max)
+    total = e.sum(axis=axis, keepdims=True)
+    out = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    return out.astype(x.dtype, copy=False)
