@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attention_course import (
+    MultiHeadAttention,
+    causal_mask,
+    merge_heads,
+    multi_head_attention_reference,
+    scaled_dot_product_attention,
+    split_heads,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 5), st.integers(1, 4))
+def test_split_merge_round_trip(batch, L, H, D):
+    x = np.random.default_rng(L * H).standard_normal((batch, L, H * D))
+    heads = split_heads(x, H)
+    assert heads.shape == (batch, H, L, D)
+    # head h holds features h*D:(h+1)*D of every position
+    np.testing.assert_array_equal(heads[:, -1], x[..., (H - 1) * D:])
+    np.testing.assert_array_equal(merge_heads(heads), x)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.sampled_from([(8, 1), (8, 2), (8, 4), (12, 3)]), st.booleans(),
+       st.integers(0, 1000))
+def test_vectorised_equals_loop_over_heads(L, EH, bias, seed):
+    E, H = EH
+    mha = MultiHeadAttention(E, H, bias=bias, seed=seed, dtype=np.float64)
+    if bias:
+        mha.in_proj_bias = np.random.default_rng(seed).standard_normal(3 * E)
+    x = np.random.default_rng(seed + 1).standard_normal((2, L, E))
+    out, w = mha(x, is_causal=True, average_attn_weights=False)
+    ref_out, ref_w = multi_head_attention_reference(mha, x, is_causal=True)
+    np.testing.assert_allclose(out, ref_out, atol=1e-12)
+    np.testing.assert_allclose(w, ref_w, atol=1e-12)
+
+
+def test_one_head_equals_the_single_head_formula():
+    E = 6
+    mha = MultiHeadAttention(E, 1, seed=3, dtype=np.float64)
+    mha.in_proj_bias = np.arange(3 * E) / 10
+    mha.out_proj_bias = np.ones(E)
+    x = np.random.default_rng(0).standard_normal((5, E))
+    W_q, W_k, W_v, b_q, b_k, b_v = mha.projection_weights()
+    single = scaled_dot_product_attention(x @ W_q.T + b_q, x @ W_k.T + b_k, x @ W_v.T + b_v)
+    expected = single @ mha.out_proj_weight.T + mha.out_proj_bias
+    np.testing.assert_allclose(mha(x)[0], expected, atol=1e-12)
+
+
+def test_weights_averaged_per_head_or_none():
+    mha = MultiHeadAttention(8, 4, seed=0)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
+    out, avg = mha(x)
+    _, per_head = mha(x, average_attn_weights=False)
+    assert avg.shape == (2, 3, 3) and per_head.shape == (2, 4, 3, 3)
+    np.testing.assert_allclose(avg, per_head.mean(1), atol=1e-6)
+    assert mha(x, need_weights=False)[1] is None
+    assert out.dtype == np.float32 and mha(x.astype(np.float64))[0].dtype == np.float64
+
+
+def test_masks_true_takes_part_and_combine():
+    mha = MultiHeadAttention(8, 2, seed=1, dtype=np.float64)
+    x = np.random.default_rng(1).standard_normal((2, 4, 8))
+    real = np.array([[True, True, True, False], [True, True, False, False]])
+    _, w = mha(x, key_padding_mask=real, average_attn_weights=False)
+    assert np.all(w[0, :, :, 3] == 0) and np.all(w[1, :, :, 2:] == 0)
+    _, w2 = mha(x, attn_mask=causal_mask(4), key_padding_mask=real, average_attn_weights=False)
+    assert np.all(np.triu(w2[0, 0], 1) == 0) and np.all(w2[1, :, :, 2:] == 0)
+    _, w3 = mha(x, attn_mask=np.where(causal_mask(4), 0.0, -np.inf), key_padding_mask=real,
+                average_attn_weights=False)
+    np.testing.assert_allclose(w3, w2, atol=1e-12)
+
+
+def test_cross_attention_lengths():
+    mha = MultiHeadAttention(8, 2, seed=2)
+    q = np.ones((3, 8), np.float32)
+    kv = np.ones((7, 8), np.float32)
+    out, w = mha(q, kv, kv)
+    assert out.shape == (3, 8) and w.shape == (3, 7)
+
+
+@pytest.mark.parametrize("H", [1, 2, 4, 8])
+def test_parameter_count_does_not_depend_on_heads(H):
+    assert MultiHeadAttention(16, H).num_parameters == 4 * 16 * 16 + 4 * 16
+    assert MultiHeadAttention(16, H, bias=False).num_parameters == 4 * 16 * 16
+
+
+def test_base_model_parameter_count():
+    assert MultiHeadAttention(512, 8).num_parameters == 1_050_624
+
+
+def test_seeded_init_is_reproducible_and_xavier_sized():
+    a, b = MultiHeadAttention(64, 8, seed=5), MultiHeadAttention(64, 8, seed=5)
+    np.testing.assert_array_equal(a.in_proj_weight, b.in_proj_weight)
+    bound = np.sqrt(6 / (64 + 192))
+    assert np.abs(a.in_proj_weight).max() <= bound and np.abs(a.in_proj_weight).max() > 0.9 * bound
+    assert not np.array_equal(a.in_proj_weight, MultiHeadAttention(64, 8, seed=6).in_proj_weight)

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+
+from attention_course import apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
+from attention_course.positional import frequencies
+
+
+def test_definition_sin_even_cos_odd():
+    pe = sinusoidal_positional_encoding(7, 6)
+    pos, i = 5, 1
+    omega = 10000 ** (-2 * i / 6)
+    assert pe[pos, 2 * i] == pytest.approx(np.sin(pos * omega))
+    assert pe[pos, 2 * i + 1] == pytest.approx(np.cos(pos * omega))
+    np.testing.assert_array_equal(pe[0, 0::2], 0.0)
+    np.testing.assert_array_equal(pe[0, 1::2], 1.0)
+
+
+def test_wavelengths_from_two_pi_towards_base_two_pi():
+    lam = 2 * np.pi / frequencies(512)
+    assert lam[0] == pytest.approx(2 * np.pi)
+    assert 2 * np.pi * 10000 * 0.9 < lam[-1] < 2 * np.pi * 10000
+    assert np.all(np.diff(lam) > 0)
+
+
+@pytest.mark.parametrize("k", [-7, -1, 0, 1, 3, 50])
+def test_shift_matrix_moves_every_position(k):
+    d = 64
+    pe = sinusoidal_positional_encoding(200, d)
+    M = position_shift_matrix(k, d)
+    lo, hi = max(0, -k), min(200, 200 - k)
+    np.testing.assert_allclose(pe[lo:hi] @ M, pe[lo + k:hi + k], atol=1e-10)
+    np.testing.assert_allclose(M @ M.T, np.eye(d), atol=1e-12)       # a rotation
+
+
+def test_dot_product_depends_only_on_distance():
+    pe = sinusoidal_positional_encoding(100, 32)
+    np.testing.assert_allclose(pe[10] @ pe[17], pe[60] @ pe[67], atol=1e-10)
+
+
+def test_rotary_scores_depend_on_offset_only():
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal(8), rng.standard_normal(8)
+    def score(m, n):
+        return (apply_rotary(q[None], [m]) @ apply_rotary(k[None], [n]).T).item()
+    assert score(3, 1) == pytest.approx(score(13, 11))
+    assert score(3, 1) != pytest.approx(score(3, 2))
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    y = apply_rotary(x)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("call, err, fragment", [
+    (lambda: sinusoidal_positional_encoding(4, 5), ValueError, "d_model must be even"),
+    (lambda: sinusoidal_positional_encoding(4, 0), ValueError, "d_model must be positive"),
+    (lambda: sinusoidal_positional_encoding(-1, 4), ValueError, "num_positions"),
+    (lambda: sinusoidal_positional_encoding(4.0, 4), TypeError, "num_positions must be an int"),
+    (lambda: position_shift_matrix(1.5, 4), TypeError, "k must be an int"),
+    (lambda: sinusoidal_positional_encoding(4, 4, base=1.0), ValueError, "base"),
+    (lambda: apply_rotary(np.ones((3, 4)), [0, 1]), ValueError, "positions has shape"),
+])
+def test_bad_input(call, err, fragment):
+    with pytest.raises(err, match=fragment):
+        call()
