@@ -7,7 +7,7 @@ LEARNER_STAMP := $(VENV)/.learner-installed
 DEV_STAMP     := $(VENV)/.dev-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/zh/*.ipynb notebooks/en/*.ipynb))
 
-.PHONY: setup lab test test-fast test-notebooks test-browser notebooks student figures bench lock clean
+.PHONY: setup lab test test-fast test-notebooks test-browser notebooks student grade figures bench lock clean
 
 # The venv is created once; requirements are reinstalled only when a requirements file changes.
 $(PY):
@@ -45,6 +45,10 @@ notebooks: $(DEV_STAMP)
 ## make student: student copies (solutions removed, outputs cleared) in build/student/{zh,en}/.
 student: $(DEV_STAMP)
 	$(PY) .ci/build_student.py --out build/student
+
+## make grade SUBMITTED=folder: run completed notebooks and score their check cells.
+grade: $(DEV_STAMP)
+	$(PY) .ci/grade.py $(SUBMITTED)
 
 ## make figures: regenerate every image in figures/ from the library's plotting functions.
 figures: $(DEV_STAMP)
