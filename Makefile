@@ -62,10 +62,15 @@ bench: $(DEV_STAMP)
 test-browser: $(DEV_STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:xdist
 
-## make lock: record the exact versions of the learner's set that were last tested.
-lock: $(LEARNER_STAMP)
-	$(PY) -m pip freeze --exclude-editable --disable-pip-version-check \
-		| grep -v '^-e' > requirements-lock.txt
+## make lock: record the exact versions of the learner's set, resolved in a fresh venv.
+lock:
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	( echo "# Exact versions last tested (make lock). Install with: pip install -r requirements-lock.txt -e ." ; \
+	  build/lock-venv/bin/python -m pip freeze --exclude-editable --disable-pip-version-check ) \
+		> requirements-lock.txt
+	rm -rf build/lock-venv
 
 clean:
 	rm -rf build .pytest_cache
