@@ -36,7 +36,7 @@ def execute(path: Path, timeout: int = 120) -> float:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
-                            store_widget_state=False)
+                            store_widget_state=True)  # needed to run Output widgets; stripped below
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start

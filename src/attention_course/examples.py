@@ -70,7 +70,11 @@ QUESTIONS = {
 
 
 def toy_embeddings(tokens, d_model: int, seed: int = 0) -> np.ndarray:
-    """A fixed random embedding per distinct token (the same token always gets the same row).
+    """A fixed random embedding per distinct token within one call.
+
+    The same token gets the same row everywhere in ``tokens``. The table is drawn for the sorted
+    set of distinct tokens, so two *separate* calls agree on a token only when their token sets
+    are equal: embed two sentences in one call (and split the rows) to compare them.
 
     Parameters
     ----------
