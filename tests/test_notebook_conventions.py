@@ -46,7 +46,7 @@ def test_widget_cells_ignore_output_and_other_cells_compare(nb):
     for c in code_cells(nb):
         shows_widget = any(
             "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-            or "Explorer(" in "".join(o.get("data", {}).get("text/plain", ""))
+            or "VBox(children=" in "".join(o.get("data", {}).get("text/plain", ""))
             for o in c.get("outputs", [])
         )
         if shows_widget:

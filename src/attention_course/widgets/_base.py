@@ -34,6 +34,7 @@ class Explorer:
                 for i in range(0, len(self.controls), columns)]
         self.widget = w.VBox([*rows, self.output])
         self.redraws = 0
+        self._shown = False
         self.data = self.compute(**self.values())
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
@@ -56,14 +57,20 @@ class Explorer:
 
     def refresh(self) -> None:
         self.data = self.compute(**self.values())
+        if self._shown:
+            self._draw_into_output()
+        self.redraws += 1
+
+    def _draw_into_output(self) -> None:
+        # Only once displayed: outside a front end there is nowhere to draw (tests read .data).
         with self.output:
             self.output.clear_output(wait=True)
             fig = self.draw(self.data)
             display(fig)
             plt.close(fig)       # else the inline backend shows it a second time
-        self.redraws += 1
 
     def show(self) -> None:
+        self._shown = True
         self.refresh()
         display(self.widget)
 
