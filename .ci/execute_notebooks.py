@@ -36,6 +36,7 @@ def execute(path: Path, timeout: int = 120) -> float:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
+                            record_timing=False,
                             store_widget_state=True)  # needed to run Output widgets; stripped below
     start = time.perf_counter()
     client.execute()
