@@ -25,6 +25,7 @@ def strip_widget_state(nb) -> None:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        cell.metadata.pop("execution", None)     # timestamps would change every stored run
         for out in cell.get("outputs", []):
             data = out.get("data")
             if data and WIDGET_VIEW in data:
