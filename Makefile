@@ -30,13 +30,13 @@ lab: $(LEARNER_STAMP)
 ## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
 test: $(DEV_STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile tests src
-	$(PY) -m pytest -n 2 --dist loadfile --nbval -p no:randomly $(NOTEBOOKS)
+	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 test-fast: $(DEV_STAMP)
 	$(PY) -m pytest -n 2 tests src
 
 test-notebooks: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile --nbval $(NOTEBOOKS)
+	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
 notebooks: $(DEV_STAMP)
