@@ -15,7 +15,12 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+from nbclient import NotebookClient, output_widget
+
+# nbclient mirrors each ipywidgets Output widget and echoes its state back to the kernel on the
+# shell channel while it is waiting there for the execute reply; now and then the reply is missed
+# and the run stalls until the cell timeout (jupyter/nbclient#312). The kernel needs no echo.
+output_widget.OutputWidget.sync_state = lambda self: None
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

@@ -94,7 +94,7 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
 
 
 def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=None,
-             suptitle=None, **kwargs):
+             suptitle=None, figsize=None, **kwargs):
     """Several heatmaps side by side (for example one per head), sharing one colour range.
 
     Parameters
@@ -105,6 +105,8 @@ def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=N
     ncols : int, optional
         Default: all in one row.
     suptitle : str, optional
+    figsize : (float, float), optional
+        Default: grows with the number of matrices and their size.
     **kwargs
         Passed on to :func:`heatmap`.
 
@@ -119,8 +121,9 @@ def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=N
     ncols = n if ncols is None else ncols
     nrows = -(-n // ncols)
     L, S = mats[0].shape
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
-                             figsize=(ncols * (0.5 * S + 1.8), nrows * (0.45 * L + 1.3)))
+    if figsize is None:
+        figsize = (ncols * (0.5 * S + 1.8), nrows * (0.45 * L + 1.3))
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, figsize=figsize)
     kwargs.setdefault("vmax", max(float(m.max()) for m in mats))
     for idx, ax in enumerate(axes.flat):
         if idx >= n:
