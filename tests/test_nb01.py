@@ -252,7 +252,7 @@ def test_library_explorer_speaks_chinese():
     assert ex.data["books"] == examples.BOOKS["zh"]
     fig = ex.figure()
     assert len(fig.axes) == 2
-    assert fig.axes[0].get_title() == "怎么照顾猫?"
+    assert fig.axes[0].get_title() == "怎么照顾猫？"
 
 
 def test_explorers_refuse_an_unknown_language():

@@ -62,7 +62,7 @@ BOOK_VALUES = np.array([
 ])
 #: Questions a reader may carry into the library (queries in the key's feature space).
 QUESTIONS = {
-    "zh": {"怎么照顾猫?": [1.0, 1.0, 0.0, 0.0], "想读诗": [0.0, 0.0, 1.5, 0.0],
+    "zh": {"怎么照顾猫？": [1.0, 1.0, 0.0, 0.0], "想读诗": [0.0, 0.0, 1.5, 0.0],
            "猫和量子物理": [1.0, 0.0, 0.0, 1.0]},
     "en": {"How do I look after a cat?": [1.0, 1.0, 0.0, 0.0], "I want poems": [0.0, 0.0, 1.5, 0.0],
            "Cats and quantum physics": [1.0, 0.0, 0.0, 1.0]},

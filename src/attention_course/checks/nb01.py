@@ -23,8 +23,8 @@ _SHELF_VALUES = np.round(_rng.normal(size=(6, 2)), 2)      # (S=6, Ev=2)
 _SHELF_QUERIES = np.round(_rng.normal(size=(5, 3)), 2)  # (L=5, E=3)
 
 _SOFTMAX_HINT = {
-    "zh": "先从每一行减去该行的最大值再取 exp(softmax 结果不变,但 exp 不会溢出);"
-          "沿最后一个轴求和,并用 keepdims=True 让形状能对齐。",
+    "zh": "先从每一行减去该行的最大值再取 exp（softmax 结果不变，但 exp 不会溢出）；"
+          "沿最后一个轴求和，并用 keepdims=True 让形状能对齐。",
     "en": "subtract each row's maximum before exp (the softmax does not change, but exp cannot "
           "overflow); sum along the last axis with keepdims=True so the shapes line up.",
 }
@@ -61,7 +61,7 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
         Case({"zh": "三个相等的分数 [1, 1, 1]", "en": "three equal scores [1, 1, 1]"},
              (np.ones(3),)),
         Case({"zh": "只有一个分数 [5.0]", "en": "a single score [5.0]"}, (np.array([5.0]),)),
-        Case({"zh": "3×4 矩阵:每一行各做一次 softmax", "en": "a 3×4 matrix: one softmax per row"},
+        Case({"zh": "3×4 矩阵：每一行各做一次 softmax", "en": "a 3×4 matrix: one softmax per row"},
              (_MATRIX_3x4.copy(),)),
         Case({"zh": "很大的 logits [1e4, 0, -1e4]", "en": "large logits [1e4, 0, -1e4]"},
              (np.array([1e4, 0.0, -1e4]),)),
@@ -100,18 +100,18 @@ def check_softmax_with_temperature(fn, *, lang: str | None = None) -> None:
     """
     s = examples.IT_CAT_SCORES
     cases = [
-        Case({"zh": "T = 1,文章的分数", "en": "T = 1, the article's scores"}, (s.copy(), 1.0)),
-        Case({"zh": "T = 0.5(更尖锐)", "en": "T = 0.5 (sharper)"}, (s.copy(), 0.5)),
-        Case({"zh": "T = 2(更平缓)", "en": "T = 2 (flatter)"}, (s.copy(), 2.0)),
-        Case({"zh": "T = 0.001(几乎就是精确查找,分数变成 3000)",
+        Case({"zh": "T = 1，文章的分数", "en": "T = 1, the article's scores"}, (s.copy(), 1.0)),
+        Case({"zh": "T = 0.5（更尖锐）", "en": "T = 0.5 (sharper)"}, (s.copy(), 0.5)),
+        Case({"zh": "T = 2（更平缓）", "en": "T = 2 (flatter)"}, (s.copy(), 2.0)),
+        Case({"zh": "T = 0.001（几乎就是精确查找，分数变成 3000）",
               "en": "T = 0.001 (almost an exact lookup; scores become 3000)"}, (s.copy(), 0.001)),
-        Case({"zh": "2×4 矩阵,T = 3", "en": "a 2×4 matrix, T = 3"},
+        Case({"zh": "2×4 矩阵，T = 3", "en": "a 2×4 matrix, T = 3"},
              (np.stack([s, s[::-1]]), 3.0)),
     ]
     check_function(fn, lambda x, T: softmax(x, temperature=T), cases,
                    name={"zh": "带温度的 softmax", "en": "softmax with temperature"},
-                   hint={"zh": "温度是用来除分数的:softmax(scores / T)。T 越小越尖锐,"
-                               "T 越大越平缓;除完以后仍要减去最大值。",
+                   hint={"zh": "温度是用来除分数的：softmax(scores / T)。T 越小越尖锐，"
+                               "T 越大越平缓；除完以后仍要减去最大值。",
                          "en": "the temperature divides the scores: softmax(scores / T). A small "
                                "T sharpens, a large T flattens; still subtract the maximum "
                                "after dividing."},
@@ -148,14 +148,14 @@ def check_weight_ratio(fn, *, lang: str | None = None) -> None:
     """
     cases = [
         Case({"zh": "「猫」3.0 对「一只」1.2", "en": "'cat' 3.0 vs 'a' 1.2"}, (3.0, 1.2)),
-        Case({"zh": "反过来:1.2 对 3.0", "en": "the other way round: 1.2 vs 3.0"}, (1.2, 3.0)),
+        Case({"zh": "反过来：1.2 对 3.0", "en": "the other way round: 1.2 vs 3.0"}, (1.2, 3.0)),
         Case({"zh": "相等的分数 2.0 对 2.0", "en": "equal scores 2.0 vs 2.0"}, (2.0, 2.0)),
         Case({"zh": "负分数 -1.0 对 -2.5", "en": "negative scores -1.0 vs -2.5"}, (-1.0, -2.5)),
         Case({"zh": "0.5 对 0.0", "en": "0.5 vs 0.0"}, (0.5, 0.0)),
     ]
     check_function(fn, _weight_ratio_reference, cases,
                    name={"zh": "两个权重之比", "en": "ratio of two weights"},
-                   hint={"zh": "softmax 的分母对同一行里的每个词都一样,约掉它之后,比值只取决于"
+                   hint={"zh": "softmax 的分母对同一行里的每个词都一样，约掉它之后，比值只取决于"
                                "两个分数之差。",
                          "en": "the softmax denominator is the same for every word in a row; once "
                                "it cancels, the ratio depends only on the difference of the two "
@@ -198,29 +198,29 @@ def check_soft_lookup(fn, *, lang: str | None = None) -> None:
     wide_keys = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])          # (S=3, E=2)
     wide_values = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.0]])   # (S=3, Ev=3)
     cases = [
-        Case({"zh": "书架与它的三个问题(L = 3,S = 4)",
+        Case({"zh": "书架与它的三个问题（L = 3,S = 4）",
               "en": "the shelf with its three questions (L = 3, S = 4)"},
              (questions.copy(), keys.copy(), values.copy())),
-        Case({"zh": "只有一个问题「猫和量子物理」(L = 1,两本书并列第一)",
+        Case({"zh": "只有一个问题「猫和量子物理」（L = 1，两本书并列第一）",
               "en": "one question alone, 'Cats and quantum physics' (L = 1, two books tie)"},
              (questions[2:3].copy(), keys.copy(), values.copy())),
-        Case({"zh": "值比键宽:E = 2,Ev = 3", "en": "values wider than keys: E = 2, Ev = 3"},
+        Case({"zh": "值比键宽：E = 2,Ev = 3", "en": "values wider than keys: E = 2, Ev = 3"},
              (np.array([[1.0, 0.5], [-0.5, 2.0]]), wide_keys, wide_values)),
-        Case({"zh": "书架上只有一本书(S = 1)", "en": "a shelf with a single book (S = 1)"},
+        Case({"zh": "书架上只有一本书（S = 1）", "en": "a shelf with a single book (S = 1)"},
              (np.array([[0.3, -0.2], [2.0, 1.0]]), np.array([[1.0, 2.0]]),
               np.array([[4.0, 5.0, 6.0]]))),
-        Case({"zh": "分数高达 1500 的问题(问题 × 500)",
+        Case({"zh": "分数高达 1500 的问题（问题 × 500）",
               "en": "questions whose scores reach 1500 (questions × 500)"},
              (questions * 500, keys.copy(), values.copy())),
-        Case({"zh": "随机书架:L = 5,S = 6,E = 3,Ev = 2",
+        Case({"zh": "随机书架：L = 5,S = 6,E = 3,Ev = 2",
               "en": "a random shelf: L = 5, S = 6, E = 3, Ev = 2"},
              (_SHELF_QUERIES.copy(), _SHELF_KEYS.copy(), _SHELF_VALUES.copy())),
     ]
     check_function(fn, _soft_lookup_reference, cases,
                    name={"zh": "软查找", "en": "soft lookup"},
-                   hint={"zh": "分数 = 每个问题和每个键的点积(不要缩放),每个问题在自己那一行的"
-                               "所有书上做 softmax(axis=-1),再用权重去混合值(不是键);"
-                               "每本书都算进去,不只是最好的那本。",
+                   hint={"zh": "分数 = 每个问题和每个键的点积（不要缩放），每个问题在自己那一行的"
+                               "所有书上做 softmax(axis=-1)，再用权重去混合值（不是键）；"
+                               "每本书都算进去，不只是最好的那本。",
                          "en": "scores = dot product of every question with every key (no "
                                "scaling); softmax over each question's own row of books "
                                "(axis=-1), then mix the values (not the keys) - every book "

@@ -22,13 +22,13 @@ from ._base import Explorer
 _TEXT = {
     "zh": {
         "temperature": "温度 T",
-        "scores_title": "原始分数(「它」对每个词)",
-        "weights_title": "softmax 权重(T = {t:.2f},总和 = {total:.3f})",
+        "scores_title": "原始分数（「它」对每个词）",
+        "weights_title": "softmax 权重（T = {t:.2f}，总和 = {total:.3f}）",
         "question": "问题",
-        "soft": "软查找(softmax)",
-        "exact": "精确查找(只取最好的书)",
+        "soft": "软查找（softmax）",
+        "exact": "精确查找（只取最好的书）",
         "book_weights": "每本书分到的权重",
-        "note": "你的笔记(按权重混合的内容)",
+        "note": "你的笔记（按权重混合的内容）",
         "soft_short": "软查找",
         "exact_short": "精确查找",
     },

@@ -22,16 +22,16 @@ from ._base import Explorer
 _TEXT = {
     "zh": {
         "mode": "W_K",
-        "shared": "共用:W_K = W_Q",
-        "separate": "分开:W_K = W_Q·R(θ)",
-        "angle": "θ(度)",
+        "shared": "共用：W_K = W_Q",
+        "separate": "分开：W_K = W_Q·R(θ)",
+        "angle": "θ（度）",
         "scores": "分数 S = QKᵀ",
         "asym": "不对称部分 |S − Sᵀ|",
         "pair": "{a}→{b} {x:.2f} · {b}→{a} {y:.2f}",
         "max": "最大值 {m:.3f}",
-        "rows": "提问的词(Q)",
-        "cols": "被查的词(K)",
-        "sup_shared": "W_K = W_Q:分数矩阵沿对角线对称",
+        "rows": "提问的词（Q）",
+        "cols": "被查的词（K）",
+        "sup_shared": "W_K = W_Q：分数矩阵沿对角线对称",
         "sup_separate": "W_K = W_Q·R({deg}°)",
     },
     "en": {

@@ -21,11 +21,11 @@ _TEXT = {
     "zh": {
         "num_heads": "头数 H",
         "head": "看第几个头",
-        "average": "{H} 个头的平均(默认返回的权重)",
-        "head_title": "头 h={h}(共 {H} 个):{name}",
-        "query": "查询(提问的词)",
-        "key": "键(被看的词)",
-        "suptitle": "{H} 个头 × 每头 {D} 维 = {E} 维;参数 {n:,} 个(与 H 无关)",
+        "average": "{H} 个头的平均（默认返回的权重）",
+        "head_title": "头 h={h}（共 {H} 个）：{name}",
+        "query": "查询（提问的词）",
+        "key": "键（被看的词）",
+        "suptitle": "{H} 个头 × 每头 {D} 维 = {E} 维；参数 {n:,} 个（与 H 无关）",
     },
     "en": {
         "num_heads": "heads H",
