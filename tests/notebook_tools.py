@@ -82,3 +82,14 @@ def load_solutions(name: str, lang: str = "en") -> dict:
 def stub(*_args, **_kwargs):
     """What a student copy holds before the learner writes anything."""
     raise NotImplementedError()
+
+
+def failure(check, fn, lang: str = "en") -> str:
+    """The message with which ``check`` rejects ``fn`` (the test fails if it does not)."""
+    import pytest
+
+    from attention_course.checks import CheckFailed
+
+    with pytest.raises(CheckFailed) as info:
+        check(fn, lang=lang)
+    return str(info.value)

@@ -5,12 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
-from notebook_tools import load_solutions, stub
 
 from attention_course import examples, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb01 as checks
 from attention_course.widgets import nb01 as widgets
+from notebook_tools import load_solutions, stub
 
 NAME = "01_library_analogy.ipynb"
 

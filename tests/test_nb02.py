@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
-from notebook_tools import load_solutions, stub
 
-from attention_course import checks, project_qkv, softmax
+from attention_course import project_qkv, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb02 as nb02_checks
 from attention_course.widgets import nb02
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "02_qkv_projections.ipynb"
 
@@ -22,19 +22,6 @@ NAME = "02_qkv_projections.ipynb"
 @pytest.fixture(scope="module")
 def solutions():
     return load_solutions(NAME)
-
-
-@pytest.fixture(autouse=True)
-def english_messages():
-    checks.set_language("en")
-    yield
-    checks.set_language("en")
-
-
-def failure(check, fn, lang="en"):
-    with pytest.raises(CheckFailed) as info:
-        check(fn, lang=lang)
-    return str(info.value)
 
 
 # --------------------------------------------------------------------------- every check

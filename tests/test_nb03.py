@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
-from notebook_tools import load_solutions, stub
 
 from attention_course import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb03 as checks
 from attention_course.widgets import nb03 as widgets
+from notebook_tools import load_solutions, stub
 
 NAME = "03_scaled_dot_product.ipynb"
 

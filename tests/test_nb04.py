@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
-from notebook_tools import load_solutions, stub
 
 from attention_course import checks, head_patterns, merge_heads, scaled_dot_product_attention
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb04 as nb04_checks
 from attention_course.widgets import nb04
+from notebook_tools import load_solutions, stub
 
 NAME = "04_multi_head_attention.ipynb"
 
@@ -19,13 +19,6 @@ NAME = "04_multi_head_attention.ipynb"
 @pytest.fixture(scope="module")
 def solutions():
     return load_solutions(NAME)
-
-
-@pytest.fixture(autouse=True)
-def english_messages():
-    checks.set_language("en")
-    yield
-    checks.set_language("en")
 
 
 # --- exercise 1: split_heads -------------------------------------------------------------------

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
-from notebook_tools import load_solutions, stub
 
 from attention_course import (
     position_shift_matrix,
@@ -18,6 +17,7 @@ from attention_course.checks import CheckFailed
 from attention_course.checks import nb05 as checks
 from attention_course.positional import frequencies
 from attention_course.widgets import nb05 as widgets
+from notebook_tools import load_solutions, stub
 
 NAME = "05_positional_encoding.ipynb"
 

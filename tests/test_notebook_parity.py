@@ -2,7 +2,16 @@
 
 import pytest
 
-from notebook_tools import LANGS, NOTEBOOK_DIR, code_skeleton, load, nbgrader_meta, notebook_names, source, tags
+from notebook_tools import (
+    LANGS,
+    NOTEBOOK_DIR,
+    code_skeleton,
+    load,
+    nbgrader_meta,
+    notebook_names,
+    source,
+    tags,
+)
 
 NAMES = notebook_names()
 
@@ -20,7 +29,7 @@ def test_same_cells_same_order(name):
     kinds_zh = [c["cell_type"] for c in zh["cells"]]
     kinds_en = [c["cell_type"] for c in en["cells"]]
     assert kinds_zh == kinds_en, f"{name}: cell types differ between zh and en"
-    for i, (a, b) in enumerate(zip(zh["cells"], en["cells"])):
+    for i, (a, b) in enumerate(zip(zh["cells"], en["cells"], strict=True)):
         assert tags(a) == tags(b), f"{name} cell {i}: tags differ ({tags(a)} vs {tags(b)})"
         assert nbgrader_meta(a) == nbgrader_meta(b), f"{name} cell {i}: nbgrader metadata differs"
         if a["cell_type"] == "code":

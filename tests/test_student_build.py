@@ -1,6 +1,7 @@
 """The student build: solutions gone, outputs cleared, and every check fails on the stub."""
 
 import importlib.util
+
 import nbformat
 import pytest
 

@@ -67,7 +67,7 @@ def online_softmax_attention(q, k, v, attn_mask=None, is_causal: bool = False,
         i1 = min(i0 + bq, L)
         qi = q[..., i0:i1, :] * cdtype.type(scale)           # (..., bq, E)
         m = np.full(batch + (i1 - i0, 1), neg_inf, cdtype)   # running max
-        l = np.zeros(batch + (i1 - i0, 1), cdtype)           # running sum of exp
+        denom = np.zeros(batch + (i1 - i0, 1), cdtype)       # running sum of exp
         acc = np.zeros(batch + (i1 - i0, Ev), cdtype)        # running sum of exp · v
         # With a causal mask, keys beyond the last query of this block are never seen.
         k_end = min(S, i1) if is_causal else S
@@ -86,8 +86,8 @@ def online_softmax_attention(q, k, v, attn_mask=None, is_causal: bool = False,
             shift = np.where(np.isfinite(m_new), m_new, 0)
             p = np.exp(s - shift)                            # (..., bq, bk)
             rescale = np.exp(m - shift)                      # 0 while m is still -inf
-            l = l * rescale + p.sum(axis=-1, keepdims=True)
+            denom = denom * rescale + p.sum(axis=-1, keepdims=True)
             acc = acc * rescale + p @ v[..., j0:j1, :]
             m = m_new
-        out[..., i0:i1, :] = np.divide(acc, l, out=np.zeros_like(acc), where=l > 0)
+        out[..., i0:i1, :] = np.divide(acc, denom, out=np.zeros_like(acc), where=denom > 0)
     return out.astype(dtype, copy=False)

@@ -228,13 +228,14 @@ class MultiHeadAttention:
         A query that may see no key gets zeros from the attention step (torch gives NaN there).
         """
         query, key, value = self._check_inputs(query, key, value)
-        H, E = self.num_heads, self.embed_dim
-        W_q, W_k, W_v, b_q, b_k, b_v = self.projection_weights()
+        H = self.num_heads
         dtype = query.dtype
-        cast = (lambda a: None if a is None else a.astype(dtype, copy=False))
-        q = split_heads(_linear(query, cast(W_q), cast(b_q)), H)      # (..., H, L, E/H)
-        k = split_heads(_linear(key, cast(W_k), cast(b_k)), H)        # (..., H, S, E/H)
-        v = split_heads(_linear(value, cast(W_v), cast(b_v)), H)      # (..., H, S, E/H)
+        # The output dtype follows the input: weights are cast to it, not the input to them.
+        W_q, W_k, W_v, b_q, b_k, b_v = (None if a is None else a.astype(dtype, copy=False)
+                                        for a in self.projection_weights())
+        q = split_heads(_linear(query, W_q, b_q), H)                  # (..., H, L, E/H)
+        k = split_heads(_linear(key, W_k, b_k), H)                    # (..., H, S, E/H)
+        v = split_heads(_linear(value, W_v, b_v), H)                  # (..., H, S, E/H)
         batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
         L, S = q.shape[-2], k.shape[-2]
         if is_causal and attn_mask is not None:
@@ -244,8 +245,9 @@ class MultiHeadAttention:
         heads, weights = scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
         )                                                             # (..., H, L, E/H), (..., H, L, S)
-        out = _linear(merge_heads(heads), cast(self.out_proj_weight),
-                      cast(self.out_proj_bias))                       # (..., L, E)
+        W_o, b_o = (None if a is None else a.astype(dtype, copy=False)
+                    for a in (self.out_proj_weight, self.out_proj_bias))
+        out = _linear(merge_heads(heads), W_o, b_o)                   # (..., L, E)
         if not need_weights:
             return out, None
         if average_attn_weights:
@@ -291,10 +293,9 @@ def multi_head_attention_reference(mha: MultiHeadAttention, query, key=None, val
     outs, weights = [], []
     for h in range(mha.num_heads):
         rows = slice(h * D, (h + 1) * D)            # head h owns these rows of each W
-        pick = (lambda b, rows=rows: None if b is None else b[rows])
-        q_h = _linear(query, W_q[rows], pick(b_q))   # (..., L, D)
-        k_h = _linear(key, W_k[rows], pick(b_k))     # (..., S, D)
-        v_h = _linear(value, W_v[rows], pick(b_v))   # (..., S, D)
+        q_h, k_h, v_h = (_linear(x, W[rows], None if b is None else b[rows])
+                         for x, W, b in ((query, W_q, b_q), (key, W_k, b_k), (value, W_v, b_v)))
+        # q_h: (..., L, D); k_h, v_h: (..., S, D)
         o_h, w_h = scaled_dot_product_attention(
             q_h.astype(query.dtype), k_h.astype(query.dtype), v_h.astype(query.dtype),
             attn_mask=attn_mask, is_causal=is_causal, return_weights=True,

@@ -59,7 +59,7 @@ def sdpa_cases(rng):
     q, k, v = qkv((2, 4), 7, 7, 16, 16)         # (batch, heads, L, E)
     mask = (rng.random((1, 4, 7, 7)) > 0.2) | np.eye(7, dtype=bool)
     cases["sdpa_batched_heads"] = dict(q=q, k=k, v=v, attn_mask=mask)
-    for name, c in cases.items():
+    for c in cases.values():
         kwargs = {}
         if "attn_mask" in c:
             kwargs["attn_mask"] = t(c["attn_mask"])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def _compare(got, expected, rtol, atol, check_dtype, lang: str = "en") -> str | 
     if isinstance(expected, tuple):
         if not isinstance(got, tuple) or len(got) != len(expected):
             return _say("tuple", lang, n=len(expected), got=_describe(got, lang))
-        for i, (g, e) in enumerate(zip(got, expected)):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             reason = _compare(g, e, rtol, atol, check_dtype, lang)
             if reason:
                 return _say("item", lang, i=i, reason=reason)
@@ -167,7 +168,7 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
         reason = _compare(got, expected, rtol, atol, check_dtype, lang)
         if reason:
             _fail(name, case, lang, hint, reason)
-    print({"zh": f"✓ {_pick(name, lang)}:{len(cases)} 个测试用例全部通过",
+    print({"zh": f"✓ {_pick(name, lang)}：{len(cases)} 个测试用例全部通过",
            "en": f"✓ {_pick(name, lang)}: all {len(cases)} cases pass"}[lang])
 
 
