@@ -29,6 +29,7 @@ lab: $(LEARNER_STAMP)
 
 ## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
 test: $(DEV_STAMP)
+	$(BIN)/ruff check src tests benchmarks .ci
 	$(PY) -m pytest -n 2 --dist loadfile tests src
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
@@ -54,11 +55,13 @@ grade: $(DEV_STAMP)
 figures: $(DEV_STAMP)
 	$(PY) .ci/make_figures.py
 
-## make bench: side-by-side attention benchmark and notebook timings (see benchmarks/).
+## make bench: side-by-side attention benchmark and notebook timings (see benchmarks/);
+## it rewrites figures/bench_attention.{md,png}: re-execute notebook 06 afterwards.
 bench: $(DEV_STAMP)
 	$(PY) benchmarks/run.py
 
-## make test-browser: JupyterLab in headless Chromium, every notebook, every widget.
+## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
+## it also rewrites the screenshots figures/screenshot_*.png.
 test-browser: $(DEV_STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:xdist
 

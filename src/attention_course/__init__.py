@@ -8,6 +8,7 @@ One module per idea, in the order of the notebooks:
 - :mod:`.multihead` - multi-head attention, ``torch.nn.MultiheadAttention`` layout (04)
 - :mod:`.positional` - sinusoidal and rotary positional encoding (05)
 - :mod:`.cost` and :mod:`.chunked` - the quadratic cost and exact chunked attention (06)
+- :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
 - :mod:`.examples`, :mod:`.plots`, :mod:`.widgets`, :mod:`.checks` - shared course material
 
 Mask convention everywhere: a boolean mask is True where a position takes part.
@@ -16,6 +17,7 @@ Mask convention everywhere: a boolean mask is True where a position takes part.
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from .chunked import online_softmax_attention
 from .cost import attention_flops, attention_memory_bytes, max_length_for_memory
+from .fast import fast_attention
 from .multihead import MultiHeadAttention, merge_heads, multi_head_attention_reference, split_heads
 from .positional import apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
 from .projections import cosine_similarity, plane_rotation, project_qkv
@@ -30,6 +32,7 @@ __all__ = [
     "attention_memory_bytes",
     "causal_mask",
     "cosine_similarity",
+    "fast_attention",
     "max_length_for_memory",
     "merge_heads",
     "multi_head_attention_reference",

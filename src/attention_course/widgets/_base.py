@@ -65,7 +65,10 @@ class Explorer:
         # Only once displayed: outside a front end there is nowhere to draw (tests read .data).
         with self.output:
             self.output.clear_output(wait=True)
-            fig = self.draw(self.data)
+            # ipykernel 7 may handle another widget message on a second thread meanwhile; with
+            # interactive mode off, matplotlib's inline hook there does not show this figure.
+            with plt.ioff():
+                fig = self.draw(self.data)
             display(fig)
             plt.close(fig)       # else the inline backend shows it a second time
 

@@ -1,0 +1,291 @@
+"""fast_attention must give the direct formula's numbers, edge cases included.
+
+Correctness only: how fast it is, is what `make bench` reports.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attention_course.attention import causal_mask, scaled_dot_product_attention
+from attention_course.fast import default_block_q, fast_attention
+from attention_course.multihead import split_heads
+
+TOL = {np.float16: (2e-3, 2e-3), np.float32: (2e-5, 2e-5), np.float64: (1e-12, 1e-12)}
+# float16 is computed in float32, so its scores carry float32 rounding.
+EPS = {np.float16: 2.0**-23, np.float32: 2.0**-23, np.float64: 2.0**-52}
+
+
+def largest_score(q, k, attn_mask=None, scale=None, **_):
+    """max |q·k · scale + mask| over finite entries: how far exp amplifies rounding."""
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.abs(q64 @ np.swapaxes(k64, -1, -2)).max(initial=0.0) * scale
+    if attn_mask is not None and attn_mask.dtype != np.bool_:
+        s += np.abs(attn_mask[np.isfinite(attn_mask)]).max(initial=0.0)
+    return s
+
+
+def assert_matches_direct(q, k, v, **kw):
+    """fast_attention (with any block size or thread count) equals the direct formula.
+
+    Both round every score to the working precision, an error of about eps · |score| that
+    exp turns into a relative error of the weights: the tolerance grows with the largest score.
+    """
+    fast_kw = {key: kw.pop(key) for key in ("block_q", "num_threads") if key in kw}
+    got = fast_attention(q, k, v, **kw, **fast_kw)
+    want = scaled_dot_product_attention(q, k, v, **kw)
+    assert got.dtype == want.dtype == q.dtype
+    assert got.shape == want.shape
+    rtol, atol = TOL[q.dtype.type]
+    atol += 8 * EPS[q.dtype.type] * largest_score(q, k, **kw)
+    # The output is a weighted mean of the rows of v: its error scales with their size.
+    size = max(1.0, float(np.abs(v).max())) if v.size else 1.0
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=rtol, atol=atol * size)
+    return got
+
+
+@st.composite
+def attention_case(draw):
+    dtype = draw(st.sampled_from([np.float16, np.float32, np.float64]))
+    lead = draw(st.lists(st.integers(1, 3), min_size=0, max_size=2))
+    # Each of q, k, v may have 1 on some leading axis: they must broadcast.
+    def lead_of():
+        return tuple(n if draw(st.booleans()) else 1 for n in lead)
+    L, S = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+    E, Ev = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+    seed = draw(st.integers(0, 2**32 - 1))
+    # Big magnitudes push the scores past the range where the max-shift may be skipped.
+    size = draw(st.sampled_from([0.1, 1.0, 3.0, 10.0]))
+    rng = np.random.default_rng(seed)
+    q = (rng.normal(size=lead_of() + (L, E)) * size).astype(dtype)
+    k = (rng.normal(size=lead_of() + (S, E)) * size).astype(dtype)
+    v = rng.normal(size=lead_of() + (S, Ev)).astype(dtype)
+    kw = {
+        "block_q": draw(st.integers(1, 45)),
+        "num_threads": draw(st.integers(1, 3)),
+        "scale": draw(st.one_of(st.none(), st.floats(0.01, 2.0))),
+    }
+    kind = draw(st.sampled_from(["none", "causal", "bool", "float"]))
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    mask_shape = draw(st.sampled_from([(L, S), batch + (L, S), batch + (1, S)]))
+    if kind == "causal":
+        kw["is_causal"] = True
+    elif kind == "bool":
+        # About one row in three fully masked, to exercise the zero rows.
+        kw["attn_mask"] = rng.random(mask_shape) < draw(st.sampled_from([0.0, 0.3, 0.8, 1.0]))
+    elif kind == "float":
+        m = rng.normal(size=mask_shape).astype(dtype) * 3
+        m[rng.random(mask_shape) < 0.3] = -np.inf
+        kw["attn_mask"] = m
+    return q, k, v, kw
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(attention_case())
+def test_equals_direct_formula(case):
+    q, k, v, kw = case
+    assert_matches_direct(q, k, v, **kw)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_output_dtype_follows_input(dtype):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 33, 8)).astype(dtype) for _ in range(3))
+    got = assert_matches_direct(q, k, v, is_causal=True, block_q=8, num_threads=2)
+    assert got.dtype == dtype
+
+
+def test_large_input_default_settings_use_threads_and_blocks():
+    # Above the small-input threshold the default path splits blocks over threads.
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(2, 300, 16)).astype(np.float32) for _ in range(3))
+    assert_matches_direct(q, k, v)
+    assert_matches_direct(q, k, v, is_causal=True)
+
+
+def test_causal_when_L_differs_from_S():
+    rng = np.random.default_rng(2)
+    for L, S in [(5, 12), (12, 5), (1, 7), (7, 1)]:
+        q = rng.normal(size=(2, L, 4)).astype(np.float32)
+        k = rng.normal(size=(2, S, 4)).astype(np.float32)
+        v = rng.normal(size=(2, S, 3)).astype(np.float32)
+        for bq in (1, 2, 3, 16):
+            assert_matches_direct(q, k, v, is_causal=True, block_q=bq, num_threads=2)
+        # Top-left alignment: query 0 sees key 0 only.
+        out = fast_attention(q, k, v, is_causal=True)
+        np.testing.assert_allclose(out[:, 0], v[:, 0], rtol=1e-6)
+
+
+def test_fully_masked_rows_are_zero_for_bool_and_float_masks():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(6, 4)).astype(np.float32) for _ in range(3))
+    keep = causal_mask(6)
+    keep[2] = False
+    for mask in (keep, np.where(keep, 0.0, -np.inf).astype(np.float32)):
+        out = assert_matches_direct(q, k, v, attn_mask=mask, block_q=4, num_threads=2)
+        assert np.all(out[2] == 0)
+        assert np.isfinite(out).all()
+
+
+def test_empty_sequences_give_empty_or_zero_output():
+    q = np.zeros((2, 3, 4), np.float32)
+    k = np.zeros((2, 0, 4), np.float32)
+    v = np.zeros((2, 0, 5), np.float32)
+    out = fast_attention(q, k, v)
+    assert out.shape == (2, 3, 5) and np.all(out == 0)
+    assert fast_attention(q[:, :0], q, q).shape == (2, 0, 4)
+
+
+def test_large_logits_take_the_max_shift_path():
+    # Scores near 1e4: without subtracting the row maximum, exp would overflow.
+    q = np.array([[100.0, 0.0], [100.0, 100.0]], np.float32)
+    k = np.array([[100.0, 0.0], [99.0, 1.0], [0.0, 100.0]], np.float32)
+    v = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    out = assert_matches_direct(q, k, v, scale=1.0)
+    # Query 0 prefers key 0 by 100 (one-hot); query 1 scores 1e4 on all three keys (a tie).
+    np.testing.assert_allclose(out, [[1.0, 2.0], [3.0, 4.0]], atol=1e-6)
+
+
+def test_huge_values_do_not_overflow_when_the_shift_is_skipped():
+    # Scores just inside the no-shift range give unnormalised weights near 2**30; with values
+    # near float32's limit, p @ v would overflow unless the shift is taken after all.
+    a = np.sqrt(30 / np.log2(np.e))
+    q = np.array([[a]], np.float32)
+    k = np.array([[a], [-a]], np.float32)
+    v = np.array([[1e36, -1e36], [3e35, 1.0]], np.float32)
+    out = assert_matches_direct(q, k, v, scale=1.0)
+    assert np.isfinite(out).all()
+    rng = np.random.default_rng(4)
+    q, k = (rng.normal(size=(2, 50, 8)).astype(np.float32) for _ in range(2))
+    v = (rng.normal(size=(2, 50, 8)) * 1e36).astype(np.float32)
+    out = assert_matches_direct(q, k, v, num_threads=2, block_q=16)
+    assert np.isfinite(out).all()
+    # Equal scores over 1000 keys of 1e36: their plain sum overflows, their mean does not.
+    q = np.zeros((3, 4), np.float32)
+    k = rng.normal(size=(1000, 4)).astype(np.float32)
+    v = np.full((1000, 2), 1e36, np.float32)
+    out = assert_matches_direct(q, k, v, num_threads=2, block_q=2)
+    np.testing.assert_allclose(out, 1e36, rtol=1e-4)
+
+
+def test_float32_is_never_upcast():
+    # Under NumPy 2, `x / np.sqrt(d)` would silently compute in float64: not here.
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.normal(size=(2, 40, 9)).astype(np.float32) for _ in range(3))
+    for kw in ({}, {"scale": np.float64(0.3)}, {"attn_mask": np.zeros((40, 40))}):
+        assert fast_attention(q, k, v, num_threads=2, block_q=8, **kw).dtype == np.float32
+
+
+def test_views_and_heads_from_split_heads():
+    # Non-contiguous inputs (per-head views of one embedding) work without a copy by the caller.
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(2, 30, 24)).astype(np.float32)
+    heads = split_heads(x, 3)                                   # (2, 3, 30, 8), a view
+    kt = np.ascontiguousarray(np.swapaxes(heads, -1, -2))
+    k = np.swapaxes(kt, -1, -2)                                 # column-major per head
+    assert_matches_direct(heads, k, heads[..., ::-1], is_causal=True, block_q=7, num_threads=2)
+
+
+def test_blas_thread_limit_is_restored():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info()]
+    rng = np.random.default_rng(7)
+    q = rng.normal(size=(4, 64, 16)).astype(np.float32)
+    fast_attention(q, q, q, num_threads=2)
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info()] == before
+
+
+@pytest.mark.parametrize("kw, err, fragment", [
+    ({"block_q": 0}, ValueError, "block_q"),
+    ({"num_threads": 0}, ValueError, "num_threads"),
+    ({"block_q": 2.5}, TypeError, "block_q"),
+    ({"is_causal": True, "attn_mask": np.ones((3, 3), bool)}, ValueError, "is_causal"),
+    ({"attn_mask": np.ones((2, 3), bool)}, ValueError, "attn_mask"),
+    ({"attn_mask": np.ones((3, 3), int)}, TypeError, "attn_mask"),
+])
+def test_bad_arguments_are_named(kw, err, fragment):
+    q = np.zeros((3, 4), np.float32)
+    with pytest.raises(err, match=fragment):
+        fast_attention(q, q, q, **kw)
+
+
+def test_same_input_checks_as_the_reference():
+    q = np.zeros((3, 4), np.float32)
+    for args in [(q, q[:, :3], q), (q.astype(int), q, q), (q, q, q.astype(np.float64)),
+                 (np.full((3, 4), np.nan, np.float32), q, q), (q[0], q, q)]:
+        with pytest.raises((TypeError, ValueError)) as ref:
+            scaled_dot_product_attention(*args)
+        with pytest.raises(ref.type, match=str(ref.value)[:25].replace("(", r"\(")):
+            fast_attention(*args)
+
+
+def test_default_block_q_keeps_the_score_buffer_within_a_few_mib():
+    for S in (1, 100, 1024, 4096, 10_000, 100_000):
+        for itemsize in (4, 8):
+            bq = default_block_q(S, itemsize)
+            assert 16 <= bq <= 256 and bq % 16 == 0
+            if bq > 16:
+                assert bq * S * itemsize <= 2 * 2**20
+
+
+# ---------------------------------------------------------------- the benchmark script
+
+def load_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+    spec = importlib.util.spec_from_file_location("bench_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_table_with_and_without_torch():
+    bench = load_bench()
+    sizes = (1024, 4096)
+    times = {(n, name): t for n in sizes
+             for name, t in zip(bench.VARIANTS, (4.0, 1.2, 3.0, 1.0), strict=True)}
+    gemm_rate = bench.flops(4096) / 0.8            # fast at 4096 reaches 0.8 / 1.2 of it
+    mib = {(n, name): 10.0 for n in sizes for name in bench.VARIANTS}
+    rows = bench.build_rows(sizes, list(bench.VARIANTS), times, gemm_rate, mib)
+    table = bench.markdown_table(rows, with_torch=True)
+    assert "| 4096 | fast_attention | 1200.0 | 1.20 |" in table
+    assert "| 67 % | 10.0 |" in table
+    assert "worst 1.20; target ≤ 1.25" in "\n".join(bench.target_lines(rows, True))
+    no_torch = [v for v in bench.VARIANTS if v != "torch"]
+    rows = bench.build_rows(sizes, no_torch, times, gemm_rate, mib)
+    table = bench.markdown_table(rows, with_torch=False)
+    assert "torch" not in table and "PyTorch" not in table
+    assert "not measured" in bench.target_lines(rows, False)[0]
+
+
+def test_bench_runs_end_to_end_without_torch(tmp_path, monkeypatch, capsys):
+    bench = load_bench()
+    monkeypatch.setenv("BENCH_NO_TORCH", "1")
+    code = bench.main(["--sizes", "64", "--repeats", "1", "--no-memory", "--no-notebooks",
+                       "--out", str(tmp_path)])
+    assert code == 0
+    text = (tmp_path / "bench_attention.md").read_text(encoding="utf-8")
+    assert "| 64 | fast_attention |" in text and "Without PyTorch" in text
+    assert (tmp_path / "bench_attention.png").stat().st_size > 10_000
+    assert "BLAS:" in capsys.readouterr().out
+
+
+def test_calls_from_other_threads_agree_and_leave_blas_alone():
+    # Only the main thread changes the BLAS thread count (OpenBLAS may ignore it from others).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info()]
+    rng = np.random.default_rng(8)
+    cases = [tuple(rng.normal(size=(3, 90 + 10 * i, 8)).astype(np.float32) for _ in range(3))
+             for i in range(6)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outs = list(pool.map(lambda c: fast_attention(*c, num_threads=2, block_q=16), cases))
+    for (q, k, v), out in zip(cases, outs, strict=True):
+        np.testing.assert_allclose(out, scaled_dot_product_attention(q, k, v), atol=2e-5)
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info()] == before
