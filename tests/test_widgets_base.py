@@ -39,3 +39,20 @@ def test_widget_holds_controls_then_output():
     e = Doubler()
     assert e.widget.children[-1] is e.output
     assert e.controls["x"] in e.widget.children[0].children
+
+
+def test_every_widget_refuses_an_unknown_language():
+    import inspect
+
+    import pytest
+
+    from attention_course.widgets import nb01, nb02, nb03, nb04, nb05, nb06
+
+    classes = [cls for m in (nb01, nb02, nb03, nb04, nb05, nb06)
+               for _, cls in inspect.getmembers(m, inspect.isclass)
+               if issubclass(cls, Explorer) and cls.__module__ == m.__name__]
+    assert len(classes) == 7
+    for cls in classes:
+        kwargs = {"rate": 1e9} if "rate" in inspect.signature(cls).parameters else {}
+        with pytest.raises(ValueError, match="lang must be 'zh' or 'en'; got 'fr'"):
+            cls(lang="fr", **kwargs)

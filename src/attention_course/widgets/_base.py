@@ -8,6 +8,15 @@ from matplotlib import pyplot as plt
 
 from .. import plots  # noqa: F401  (registers the CJK font before any figure is drawn)
 
+LANGS = ("zh", "en")
+
+
+def check_lang(lang: str) -> str:
+    """Every widget speaks the notebook's language; anything else is a clear error."""
+    if lang not in LANGS:
+        raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
+    return lang
+
 
 class Explorer:
     """Controls plus a figure that is redrawn from plain data whenever a control changes.

@@ -17,7 +17,7 @@ from matplotlib import pyplot as plt
 from .. import examples
 from ..plots import weight_bars
 from ..softmax import softmax
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 _TEXT = {
     "zh": {
@@ -45,12 +45,6 @@ _TEXT = {
         "exact_short": "exact lookup",
     },
 }
-
-
-def _check_lang(lang: str) -> str:
-    if lang not in _TEXT:
-        raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
-    return lang
 
 
 def library_lookup(query, keys, values, mode: str = "soft"):
@@ -144,7 +138,7 @@ class BudgetExplorer(Explorer):
     """
 
     def __init__(self, lang: str = "en"):
-        self.lang = _check_lang(lang)
+        self.lang = check_lang(lang)
         self.tokens = list(examples.IT_IS_A_CAT[lang])
         style = {"description_width": "initial"}
         controls = {
@@ -213,7 +207,7 @@ class LibraryExplorer(Explorer):
     """
 
     def __init__(self, lang: str = "en"):
-        self.lang = _check_lang(lang)
+        self.lang = check_lang(lang)
         text = _TEXT[lang]
         self.questions = {q: np.asarray(v, dtype=float)
                           for q, v in examples.QUESTIONS[lang].items()}

@@ -17,7 +17,7 @@ from matplotlib import pyplot as plt
 from .. import examples
 from ..plots import heatmap
 from ..projections import plane_rotation
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 _TEXT = {
     "zh": {
@@ -49,12 +49,6 @@ _TEXT = {
         "sup_separate": "W_K = W_Q·R({deg}°)",
     },
 }
-
-
-def _check_lang(lang: str) -> str:
-    if lang not in _TEXT:
-        raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
-    return lang
 
 
 class SymmetryExplorer(Explorer):
@@ -91,7 +85,7 @@ class SymmetryExplorer(Explorer):
     """
 
     def __init__(self, lang: str = "en", *, d_model: int = 8, d_k: int = 4, seed: int = 3):
-        self.lang = _check_lang(lang)
+        self.lang = check_lang(lang)
         text = _TEXT[self.lang]
         self.tokens = list(examples.IT_IS_A_CAT[self.lang])
         # The embedding table is looked up with the English words in both languages, so that

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from ..softmax import softmax
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 #: The key widths the slider offers (powers of two, as in real models).
 D_K_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -153,8 +153,7 @@ class ScaleExplorer(Explorer):
     """
 
     def __init__(self, lang: str = "en", d_k: int = 64, scale: bool = True, seed: int = 0):
-        if lang not in TEXT:
-            raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
+        check_lang(lang)
         if d_k not in D_K_OPTIONS:
             raise ValueError(f"d_k must be one of {D_K_OPTIONS}; got {d_k!r}")
         self.lang = lang

@@ -11,7 +11,7 @@ import ipywidgets as w
 from matplotlib import pyplot as plt
 
 from .. import examples, head_patterns, plots
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 #: Head counts offered; each divides the hand-set layer's width.
 HEAD_COUNTS = (1, 2, 3, 4, 6)
@@ -68,8 +68,7 @@ class HeadExplorer(Explorer):
     """
 
     def __init__(self, lang: str = "en", num_heads: int = 3, head: int = 1):
-        if lang not in _TEXT:
-            raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
+        check_lang(lang)
         if num_heads not in HEAD_COUNTS:
             raise ValueError(f"num_heads must be one of {HEAD_COUNTS}; got {num_heads!r}")
         self.lang = lang

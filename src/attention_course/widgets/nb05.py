@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib import pyplot as plt
 
 from ..positional import frequencies
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 _TEXT = {
     "zh": {
@@ -72,8 +72,7 @@ class PositionExplorer(Explorer):
 
     def __init__(self, d_model: int = 64, max_position: int = 100, position: int = 7,
                  pair: int = 0, base: float = 10000.0, lang: str = "en"):
-        if lang not in _TEXT:
-            raise ValueError(f"lang must be 'zh' or 'en'; got {lang!r}")
+        check_lang(lang)
         self.omegas = frequencies(d_model, base)            # validates d_model and base
         if not (isinstance(max_position, (int, np.integer)) and max_position >= 1):
             raise ValueError(f"max_position must be an int >= 1; got {max_position!r}")

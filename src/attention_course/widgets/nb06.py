@@ -23,7 +23,7 @@ from ..cost import (
     windowed_attention_flops,
     windowed_attention_memory_bytes,
 )
-from ._base import Explorer
+from ._base import Explorer, check_lang
 
 KINDS = ("full", "chunked", "windowed")
 GIB = 2**30
@@ -178,7 +178,7 @@ class CostExplorer(Explorer):
 
     def __init__(self, lang: str = "en", rate: float | None = None, measured: dict | None = None,
                  budget_gib: float = 24, block: int = 128):
-        self.lang = lang
+        self.lang = check_lang(lang)
         self.text = TEXT[lang]
         self.rate = float(measure_rate() if rate is None else rate)
         if not self.rate > 0:
