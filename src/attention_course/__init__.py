@@ -6,6 +6,7 @@ One module per idea, in the order of the notebooks:
 - :mod:`.projections` - Q, K, V from one embedding (02)
 - :mod:`.attention` - scaled dot-product attention and masks, PyTorch semantics (03)
 - :mod:`.multihead` - multi-head attention, ``torch.nn.MultiheadAttention`` layout (04)
+- :mod:`.grouped` - grouped-query attention: H query heads share G key/value heads (04)
 - :mod:`.positional` - sinusoidal and rotary positional encoding (05)
 - :mod:`.cost` and :mod:`.chunked` - the quadratic cost and exact chunked attention (06)
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
@@ -18,6 +19,7 @@ from .attention import causal_mask, padding_mask, scaled_dot_product_attention, 
 from .chunked import online_softmax_attention
 from .cost import attention_flops, attention_memory_bytes, max_length_for_memory
 from .fast import fast_attention
+from .grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from .multihead import MultiHeadAttention, merge_heads, multi_head_attention_reference, split_heads
 from .positional import apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
 from .projections import cosine_similarity, plane_rotation, project_qkv
@@ -26,6 +28,7 @@ from .softmax import softmax
 __version__ = "0.1.0"
 
 __all__ = [
+    "GroupedQueryAttention",
     "MultiHeadAttention",
     "apply_rotary",
     "attention_flops",
@@ -33,6 +36,7 @@ __all__ = [
     "causal_mask",
     "cosine_similarity",
     "fast_attention",
+    "grouped_query_attention",
     "max_length_for_memory",
     "merge_heads",
     "multi_head_attention_reference",
@@ -41,6 +45,7 @@ __all__ = [
     "plane_rotation",
     "position_shift_matrix",
     "project_qkv",
+    "repeat_kv",
     "scaled_dot_product_attention",
     "sinusoidal_positional_encoding",
     "sliding_window_mask",
