@@ -289,3 +289,38 @@ def test_calls_from_other_threads_agree_and_leave_blas_alone():
     for (q, k, v), out in zip(cases, outs, strict=True):
         np.testing.assert_allclose(out, scaled_dot_product_attention(q, k, v), atol=2e-5)
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info()] == before
+
+
+# ---------------------------------------------------------------- regressions
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fill", ["min", "-0.7max", "-1e9"])
+def test_huge_negative_finite_mask_blocks_like_the_direct_formula(dtype, fill):
+    # HuggingFace masks with finfo(dtype).min, keras and jax with -0.7·finfo.max. Times log2(e)
+    # such a number overflowed to -inf, and the fully masked row came out as zeros instead of
+    # the mean of v that the direct formula (and PyTorch) gives.
+    value = {"min": np.finfo(dtype).min, "-0.7max": -0.7 * np.finfo(dtype).max,
+             "-1e9": -1e9}[fill]
+    rng = np.random.default_rng(9)
+    q, k = rng.normal(size=(4, 8)).astype(dtype), rng.normal(size=(5, 8)).astype(dtype)
+    v = rng.normal(size=(5, 6)).astype(dtype)
+    m = np.zeros((4, 5), dtype)
+    m[1] = value                         # a fully masked row
+    m[2, :3] = value                     # a partly masked row
+    for kw in ({}, {"num_threads": 2, "block_q": 1}):
+        out = fast_attention(q, k, v, attn_mask=m, **kw)   # no overflow warning (an error here)
+        want = scaled_dot_product_attention(q, k, v, attn_mask=m)
+        if fill != "-1e9" or dtype == np.float32:
+            # The score is lost against the mask in the working precision: uniform weights.
+            np.testing.assert_allclose(out[1], v.mean(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out[2], scaled_dot_product_attention(q[2:3], k[3:], v[3:])[0],
+                                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_threads", [None, 1, 2])
+def test_empty_batch_gives_an_empty_output(num_threads):
+    q = np.zeros((0, 3, 5, 8), np.float32)
+    out = fast_attention(q, q, q, num_threads=num_threads)
+    assert out.shape == (0, 3, 5, 8) and out.dtype == np.float32
+    assert fast_attention(q, q, q[..., :2], is_causal=True, num_threads=2).shape == (0, 3, 5, 2)

@@ -99,3 +99,27 @@ def test_seeded_init_is_reproducible_and_xavier_sized():
     bound = np.sqrt(6 / (64 + 192))
     assert np.abs(a.in_proj_weight).max() <= bound and np.abs(a.in_proj_weight).max() > 0.9 * bound
     assert not np.array_equal(a.in_proj_weight, MultiHeadAttention(64, 8, seed=6).in_proj_weight)
+
+
+def test_causal_with_key_padding_is_a_decoder_with_padding():
+    # is_causal together with key_padding_mask used to raise "attn_mask and is_causal=True
+    # cannot be combined" although no attn_mask was given.
+    mha = MultiHeadAttention(8, 2, seed=4, dtype=np.float64)
+    mha.out_proj_bias = np.arange(8.0)
+    x = np.random.default_rng(4).standard_normal((2, 5, 8))
+    real = np.ones((2, 5), bool)
+    real[0, :2] = False                                  # left padding
+    real[1, 3:] = False                                  # right padding
+    out, w = mha(x, key_padding_mask=real, is_causal=True, average_attn_weights=False)
+    allowed = causal_mask(5) & real[:, None, None, :]    # (2, 1, 5, 5)
+    assert np.all(w[~np.broadcast_to(allowed, w.shape)] == 0)
+    np.testing.assert_allclose(w.sum(-1), allowed.any(-1).repeat(2, axis=1).astype(float),
+                               atol=1e-12)
+    # Queries 0 and 1 of the left-padded sequence see no key: the attention step gives zeros,
+    # so the output is the output bias (torch gives NaN there).
+    np.testing.assert_allclose(out[0, :2], np.broadcast_to(mha.out_proj_bias, (2, 8)))
+    ref, ref_w = mha(x, attn_mask=allowed, average_attn_weights=False)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
+    np.testing.assert_allclose(w, ref_w, atol=1e-12)
+    with pytest.raises(TypeError, match="is_causal must be True or False"):
+        mha(x, key_padding_mask=real, is_causal=1)

@@ -22,7 +22,7 @@ def test_reference_file_covers_the_promised_cases():
     expected = {"sdpa_plain", "sdpa_bool_mask", "sdpa_float_mask", "sdpa_causal_L_lt_S",
                 "sdpa_causal_L_gt_S", "sdpa_fully_masked_rows", "sdpa_ev_ne_e",
                 "sdpa_batched_heads", "mha_self_avg", "mha_self_per_head", "mha_key_padding",
-                "mha_cross_no_bias"}
+                "mha_cross_no_bias", "mha_causal_key_padding"}
     assert expected <= set(CASES)
     assert (Path(__file__).parent / "reference" / "torch_reference.npz").stat().st_size < 2 * 2**20
 
@@ -62,10 +62,25 @@ def test_multihead_matches_torch_with_copied_weights(name):
     c = case(name)
     mha = build_mha(c)
     out, w = mha(c["query"], c["key"], c["key"], key_padding_mask=c.get("key_padding_mask"),
+                 is_causal=bool(c.get("is_causal", False)),
                  average_attn_weights=bool(c["average"]))
     assert w.shape == c["weights"].shape
-    np.testing.assert_allclose(out, c["out"], atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(w, c["weights"], atol=1e-5, rtol=1e-5)
+    # Where torch gives NaN (a query that may see no key) the library gives zero weights, so
+    # the attention step is zero and the output is the output projection's bias.
+    nan_rows = np.isnan(c["out"]).any(-1)
+    assert np.isnan(c["out"][nan_rows]).all()
+    np.testing.assert_allclose(out[~nan_rows], c["out"][~nan_rows], atol=1e-5, rtol=1e-5)
+    bias = 0 if mha.out_proj_bias is None else mha.out_proj_bias
+    np.testing.assert_allclose(out[nan_rows], np.broadcast_to(bias, out[nan_rows].shape),
+                               atol=1e-6)
+    w_nan = np.isnan(c["weights"])
+    assert np.all(w[w_nan] == 0) and np.isfinite(w).all()
+    np.testing.assert_allclose(w[~w_nan], c["weights"][~w_nan], atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_with_left_padding_has_rows_torch_leaves_nan():
+    c = case("mha_causal_key_padding")
+    assert bool(c["is_causal"]) and np.isnan(c["out"]).any() and not np.isnan(c["out"]).all()
 
 
 def test_weight_layout_is_torchs():

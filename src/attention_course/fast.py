@@ -192,8 +192,10 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     threads = available_cpus() if num_threads is None else positive_int(
         num_threads, "num_threads")
     out = np.zeros(batch + (L, Ev), dtype=cdtype)
-    if L == 0 or S == 0 or Ev == 0:
-        return out.astype(dtype, copy=False)   # no key to look at: zeros, as the reference
+    if out.size == 0 or S == 0:
+        # Nothing to compute (an empty batch, L = 0 or Ev = 0), or no key to look at: zeros,
+        # as the reference gives.
+        return out.astype(dtype, copy=False)
     # Broadcast views: nothing is copied; each head is indexed out of them.
     q = np.broadcast_to(q.astype(cdtype, copy=False), batch + (L, E))
     k = np.broadcast_to(k.astype(cdtype, copy=False), batch + (S, E))
@@ -234,7 +236,11 @@ class _Job:
         dt = out.dtype
         self.float_mask = mask is not None and mask.dtype != np.bool_
         # NumPy scalars of the compute dtype: a float32 array times them stays float32.
-        self.alpha = dt.type(scale * LOG2E)      # scale and the base change, folded into q
+        # Scale and the base change are folded into q. A floating mask is added in natural
+        # units, as the direct formula adds it: a mask of finfo.min times log2(e) would
+        # overflow to -inf and turn a fully masked row (which the formula averages) into zeros.
+        # The base change then comes after the max-shift, when every score is <= 0.
+        self.alpha = dt.type(scale if self.float_mask else scale * LOG2E)
         self.log2e = dt.type(LOG2E)
         self.neg_inf = dt.type(-np.inf)
         self.limit = float(np.finfo(dt).max) / 4
@@ -279,7 +285,7 @@ class _Job:
         elif self.mask is not None:
             tile = self.mask[h][i0:i1].T                      # (S, nq) view
             if self.float_mask:
-                p += tile * self.log2e
+                np.add(p, tile, out=p)
             else:
                 np.copyto(p, self.neg_inf, where=~tile)
         k_norm, v_max = self.head_bounds(h)
@@ -290,6 +296,10 @@ class _Job:
             top = p.max(axis=0)                               # (nq,) each query's maximum
             top[~np.isfinite(top)] = 0      # a query with no allowed key: 2**(-inf - 0) = 0
             np.subtract(p, top, out=p)
+        if self.float_mask:
+            # A blocked score near finfo.min becomes -inf here: weight 0, as in the formula.
+            with np.errstate(over="ignore"):
+                np.multiply(p, self.log2e, out=p)
         np.exp2(p, out=p)                                     # unnormalised weights
         row_sum = ones[:s_end] @ p                            # (nq,)
         row_sum[row_sum == 0] = 1           # its numerator is 0 as well: the row stays 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import as_float_array, check_mask, compute_dtype, positive_int
-from .attention import scaled_dot_product_attention
+from .attention import causal_mask, scaled_dot_product_attention
 
 
 def split_heads(x, num_heads: int) -> np.ndarray:
@@ -92,7 +92,10 @@ def _combine_masks(attn_mask, key_padding_mask, batch, H, L, S, cdtype):
         elif mask.dtype == np.bool_ and kpm.dtype == np.bool_:
             mask = mask & kpm
         else:
-            mask = _as_additive(mask, cdtype) + _as_additive(kpm, cdtype)
+            # Two very negative finite masks (finfo.min each) may add up to -inf: blocked
+            # either way, and torch's sum gives the same -inf.
+            with np.errstate(over="ignore"):
+                mask = _as_additive(mask, cdtype) + _as_additive(kpm, cdtype)
     return mask
 
 
@@ -211,8 +214,9 @@ class MultiHeadAttention:
         key_padding_mask : ndarray of bool or float, shape (..., S), optional
             Boolean True = a real key (torch: True = padding).
         is_causal : bool
-            Apply the causal mask. Here it is a real mask, not torch's hint, and it cannot be
-            combined with ``attn_mask``.
+            Apply the causal mask (top-left aligned). Here it is a real mask, not torch's
+            hint; it combines with ``key_padding_mask`` (as torch's causal ``attn_mask`` plus
+            padding would), but not with ``attn_mask``.
         need_weights : bool
             Return the attention weights (else ``None`` in their place).
         average_attn_weights : bool
@@ -238,8 +242,14 @@ class MultiHeadAttention:
         v = split_heads(_linear(value, W_v, b_v), H)                  # (..., H, S, E/H)
         batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
         L, S = q.shape[-2], k.shape[-2]
+        if not isinstance(is_causal, (bool, np.bool_)):
+            raise TypeError(f"is_causal must be True or False; got {is_causal!r}")
         if is_causal and attn_mask is not None:
             raise ValueError("attn_mask and is_causal=True cannot be combined; pass one of them")
+        if is_causal and key_padding_mask is not None:
+            # A decoder with padding: the triangle becomes an ordinary mask, so that it can be
+            # combined with the padding (torch: a causal attn_mask plus key_padding_mask).
+            attn_mask, is_causal = causal_mask(L, S), False
         mask = _combine_masks(attn_mask, key_padding_mask, batch, H, L, S,
                               compute_dtype(dtype))
         heads, weights = scaled_dot_product_attention(

@@ -110,7 +110,36 @@ def mha_cases(rng):
                          need_weights=True, average_attn_weights=kw["average"])
         c["out"], c["weights"] = out.numpy(), w.numpy()
         cases[name] = c
+    cases["mha_causal_key_padding"] = mha_causal_padding_case(rng)
     return cases
+
+
+def mha_causal_padding_case(rng):
+    """A decoder with padding: torch's causal attn_mask plus a key_padding_mask.
+
+    Sequence 0 is left-padded, so its first queries see no key: torch gives NaN there.
+    """
+    E, H, N, L = 16, 4, 3, 6
+    torch.manual_seed(11)
+    mha = torch.nn.MultiheadAttention(E, H, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+        mha.out_proj.bias.normal_()
+    query = rng.standard_normal((N, L, E)).astype(np.float32)
+    real = np.ones((N, L), bool)                 # True = a real key (ours)
+    real[0, :2] = False                          # left padding
+    real[1, 4:] = False                          # right padding
+    blocked = np.triu(np.ones((L, L), bool), 1)  # torch: True = may not attend
+    with torch.no_grad():
+        out, w = mha(t(query), t(query), t(query), attn_mask=t(blocked),
+                     key_padding_mask=t(~real), is_causal=True, need_weights=True,
+                     average_attn_weights=False)
+    return dict(query=query, key=query, key_padding_mask=real, is_causal=np.bool_(True),
+                in_proj_weight=mha.in_proj_weight.detach().numpy().copy(),
+                out_proj_weight=mha.out_proj.weight.detach().numpy().copy(),
+                in_proj_bias=mha.in_proj_bias.detach().numpy().copy(),
+                out_proj_bias=mha.out_proj.bias.detach().numpy().copy(),
+                average=np.bool_(False), out=out.numpy(), weights=w.numpy())
 
 
 def main():
