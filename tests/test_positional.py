@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from attention_course import apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
+from attention_course import (
+    alibi_bias,
+    apply_rotary,
+    position_shift_matrix,
+    scaled_dot_product_attention,
+    sinusoidal_positional_encoding,
+)
 from attention_course.positional import frequencies
 
 
@@ -62,3 +70,47 @@ def test_rotary_scores_depend_on_offset_only():
 def test_bad_input(call, err, fragment):
     with pytest.raises(err, match=fragment):
         call()
+
+
+# --------------------------------------------------------------------- ALiBi
+
+def test_alibi_bias_is_minus_slope_times_distance():
+    B = alibi_bias([0, 1, 4, 9], slope=0.25)
+    assert B.shape == (4, 4) and B.dtype == np.float64
+    assert B[0, 3] == -0.25 * 9 and B[3, 1] == -0.25 * 8 and B[2, 2] == 0.0
+    assert np.array_equal(B, B.T)
+    cross = alibi_bias([5, 6], [0, 1, 2], slope=1.0)
+    assert np.array_equal(cross, -np.array([[5, 4, 3], [6, 5, 4]], dtype=float))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(-1000, 1000), st.floats(0.01, 4.0), st.integers(0, 2**16))
+def test_alibi_weights_do_not_change_when_the_sentence_shifts(n, shift, slope, seed):
+    # The bias sees only differences of positions, so the attention weights cannot move.
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.normal(size=(3, n, 4))
+    pos = np.cumsum(rng.integers(1, 4, size=n))          # gaps allowed: packed or padded text
+    _, w0 = scaled_dot_product_attention(q, k, v, attn_mask=alibi_bias(pos, slope=slope),
+                                         return_weights=True)
+    _, w1 = scaled_dot_product_attention(q, k, v, attn_mask=alibi_bias(pos + shift, slope=slope),
+                                         return_weights=True)
+    assert np.allclose(w0, w1)
+
+
+def test_alibi_penalty_moves_weight_towards_near_keys():
+    q = k = np.zeros((6, 4))                               # equal scores: only the bias speaks
+    _, w = scaled_dot_product_attention(q, k, np.eye(6, 4), attn_mask=alibi_bias(np.arange(6)),
+                                        return_weights=True)
+    assert np.all(np.diff(w[0]) < 0)                       # farther keys get less weight
+    assert w[2].argmax() == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"query_positions": [[0, 1]]}, "query_positions must be a 1-D array"),
+    ({"query_positions": [0, 1], "key_positions": ["a"]}, "key_positions must be a 1-D array"),
+    ({"query_positions": [0, 1], "slope": 0}, "slope must be a finite number > 0"),
+    ({"query_positions": [0, np.inf]}, "query_positions must be finite"),
+])
+def test_alibi_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        alibi_bias(**kwargs)

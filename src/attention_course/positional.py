@@ -153,3 +153,50 @@ def apply_rotary(x, positions=None, base: float = 10000.0) -> np.ndarray:
     out[..., 0::2] = even * c - odd * s
     out[..., 1::2] = even * s + odd * c
     return out
+
+
+def alibi_bias(query_positions, key_positions=None, slope: float = 0.5) -> np.ndarray:
+    """ALiBi (Press et al. 2022): a penalty on the scores that grows linearly with the distance.
+
+    Nothing is added to the embeddings; the float matrix ``B`` is added to the scaled scores (pass
+    it as a floating ``attn_mask`` to :func:`scaled_dot_product_attention`). It depends only on
+    the distance between positions, so shifting a whole sentence leaves the weights unchanged.
+    This is the symmetric form; causal models combine it with a causal mask.
+
+    Parameters
+    ----------
+    query_positions : array_like of int or float, shape (L,)
+        Position of each query.
+    key_positions : array_like, shape (S,), optional
+        Position of each key; default ``query_positions`` (self-attention).
+    slope : float
+        How much one step of distance costs, > 0. Press et al. give each head its own slope.
+
+    Returns
+    -------
+    ndarray, float64, shape (L, S)
+        ``B[i, j] = -slope · |query_positions[i] - key_positions[j]|``.
+
+    Examples
+    --------
+    >>> alibi_bias([0, 1, 2], slope=0.5)
+    array([[ 0. , -0.5, -1. ],
+           [-0.5,  0. , -0.5],
+           [-1. , -0.5,  0. ]])
+    """
+    pq = _positions(query_positions, "query_positions")
+    pk = pq if key_positions is None else _positions(key_positions, "key_positions")
+    if not (np.isscalar(slope) and np.isfinite(slope) and slope > 0):
+        raise ValueError(f"slope must be a finite number > 0; got slope={slope!r}")
+    # + 0.0 turns the -0.0 of the diagonal into 0.0, which prints better
+    return -float(slope) * np.abs(pq[:, None] - pk[None, :]) + 0.0      # (L, S)
+
+
+def _positions(p, name: str) -> np.ndarray:
+    arr = np.asarray(p)
+    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a 1-D array of numbers, shape (n,); got shape "
+                         f"{arr.shape}, dtype {arr.dtype}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite")
+    return arr.astype(np.float64)
