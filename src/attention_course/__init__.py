@@ -18,10 +18,11 @@ Mask convention everywhere: a boolean mask is True where a position takes part.
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from .chunked import online_softmax_attention
 from .cost import attention_flops, attention_memory_bytes, max_length_for_memory
+from .decoding import attend_one, decode_causal, merge_softmax_states, softmax_state
 from .fast import fast_attention
 from .grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from .multihead import MultiHeadAttention, merge_heads, multi_head_attention_reference, split_heads
-from .positional import apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
+from .positional import alibi_bias, apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
 from .projections import cosine_similarity, plane_rotation, project_qkv
 from .softmax import softmax
 
@@ -30,15 +31,19 @@ __version__ = "0.1.0"
 __all__ = [
     "GroupedQueryAttention",
     "MultiHeadAttention",
+    "alibi_bias",
     "apply_rotary",
+    "attend_one",
     "attention_flops",
     "attention_memory_bytes",
     "causal_mask",
     "cosine_similarity",
+    "decode_causal",
     "fast_attention",
     "grouped_query_attention",
     "max_length_for_memory",
     "merge_heads",
+    "merge_softmax_states",
     "multi_head_attention_reference",
     "online_softmax_attention",
     "padding_mask",
@@ -50,5 +55,6 @@ __all__ = [
     "sinusoidal_positional_encoding",
     "sliding_window_mask",
     "softmax",
+    "softmax_state",
     "split_heads",
 ]
