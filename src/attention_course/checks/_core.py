@@ -1,13 +1,35 @@
-"""What every exercise check shares: cases, comparison, bilingual messages."""
+"""What every exercise check shares: cases, comparison, bilingual messages, forbidden calls, loops.
+
+A check runs the learner's function on several inputs (:class:`Case`), compares each result with
+the library's (:func:`compare`, tolerances that follow the dtype, :func:`tolerance_for`) and either
+prints one line or raises :class:`CheckFailed` in the notebook's language. While the learner's
+function runs, :func:`watch_calls` watches which functions it calls, so an exercise can forbid the
+library function it asks the learner to rebuild whatever name it is bound to.
+"""
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import copy
-from collections.abc import Callable
+import dis
+import functools
+import inspect
+import os
+import sys
+import sysconfig
+import textwrap
+import types
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+__all__ = [
+    "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
+    "fail", "get_language", "run_learner", "set_language", "tolerance_for", "watch_calls",
+]
 
 _LANGUAGES = ("zh", "en")
 _language = "en"
@@ -20,21 +42,22 @@ class CheckFailed(AssertionError):
 def set_language(lang: str) -> None:
     """Language of the check messages for the rest of the session: ``"zh"`` or ``"en"``."""
     global _language
-    if lang not in _LANGUAGES:
-        raise ValueError(f"lang must be one of {_LANGUAGES}; got {lang!r}")
-    _language = lang
+    _language = _valid(lang)
 
 
 def get_language(lang: str | None = None) -> str:
-    if lang is None:
-        return _language
+    """``lang`` if given (validated), else the session's language set with :func:`set_language`."""
+    return _language if lang is None else _valid(lang)
+
+
+def _valid(lang) -> str:
     if lang not in _LANGUAGES:
         raise ValueError(f"lang must be one of {_LANGUAGES}; got {lang!r}")
     return lang
 
 
 def _pick(text, lang: str) -> str:
-    return text[lang] if isinstance(text, dict) else str(text)
+    return str(text[lang]) if isinstance(text, dict) else str(text)
 
 
 @dataclass
@@ -46,83 +69,723 @@ class Case:
     kwargs: dict = field(default_factory=dict)
 
 
-_REASONS = {
-    "array": {"en": "array of shape {shape}, dtype {dtype}: {values}",
-              "zh": "形状 {shape}、dtype {dtype} 的数组：{values}"},
+_TEXT = {
+    "array": {"en": "array of shape {shape}, dtype {dtype}", "zh": "形状 {shape}、dtype {dtype} 的数组"},
+    "values_preview": {"en": "{head}: {values}", "zh": "{head}：{values}"},
     "tuple": {"en": "expected a tuple of {n} items, got {got}",
               "zh": "应返回含 {n} 项的元组，实际得到 {got}"},
     "item": {"en": "item {i}: {reason}", "zh": "第 {i} 项：{reason}"},
+    "none": {"en": "your function returned None (is the return statement missing?)",
+             "zh": "函数返回了 None（是不是漏了 return？）"},
     "not_array": {"en": "expected an array, got {got}", "zh": "应返回数组，实际得到 {got}"},
     "shape": {"en": "shape {got}, expected {expected}", "zh": "形状是 {got}，应为 {expected}"},
     "dtype": {"en": "dtype {got}, expected {expected}", "zh": "dtype 是 {got}，应为 {expected}"},
     "values": {"en": "got {got}, expected {expected}", "zh": "得到 {got}，应为 {expected}"},
-    "nan": {"en": "the result contains NaN: {got}", "zh": "结果里有 NaN：{got}"},
-    "worst": {"en": "; largest difference at index {index}", "zh": "；差得最多的位置是 {index}"},
+    "differ": {"en": "{n} of {size} values differ; the largest difference is at index {index}: "
+                     "got {got}, expected {expected} (your array: shape {shape}, dtype {dtype})",
+               "zh": "{size} 个值中有 {n} 个不对；差得最多的位置是 {index}：得到 {got}，应为 {expected}"
+                     "（你的数组：形状 {shape}，dtype {dtype}）"},
+    "nan": {"en": "the result contains NaN ({n} of {size} values), first at index {index} where "
+                  "{expected} was expected (your array: shape {shape}, dtype {dtype})",
+            "zh": "结果里有 NaN（{size} 个值中有 {n} 个），第一个在位置 {index}，那里应为 {expected}"
+                  "（你的数组：形状 {shape}，dtype {dtype}）"},
+    "nan_number": {"en": "the result is NaN, expected {expected}", "zh": "结果是 NaN，应为 {expected}"},
+    "around": {"en": "; around it, got {got}, expected {expected}",
+               "zh": "；附近的值：得到 {got}，应为 {expected}"},
     "not_number": {"en": "expected a number, got {got}", "zh": "应返回一个数，实际得到 {got}"},
     "raised": {"en": "raised {name}: {error}", "zh": "抛出了 {name}：{error}"},
+    "not_callable": {"en": "{name}: expected a function, got {got}",
+                     "zh": "{name}：需要传入一个函数，收到的是 {got}"},
+    "forbidden": {"en": "your function calls {what}, which this exercise asks you not to use; "
+                        "build the result from simpler operations",
+                  "zh": "你的函数调用了 {what}，这个练习要求不用它，请用更基本的运算写出来"},
+    "forbidden_is": {"en": "you passed {what} itself, which this exercise asks you not to use; "
+                           "write your own function",
+                     "zh": "你传入的就是 {what} 本身，这个练习要求不用它，请自己写一个函数"},
+    "loop": {"en": "{where} uses {what} (line {line} of its source); this exercise asks for "
+                   "array operations without loops",
+             "zh": "{where}用了{what}（源码第 {line} 行），这个练习要求只用数组运算、不写循环"},
+    "no_source": {"en": "could not read the source of your function, so it cannot be checked for loops; "
+                        "define it with def (or lambda) in a notebook cell and run that cell",
+                  "zh": "读不到你的函数的源码，没法检查里面有没有循环；"
+                        "请在笔记本的单元格里用 def（或 lambda）定义它，并运行那个单元格"},
+    "your_function": {"en": "your function", "zh": "你的函数"},
+    "helper": {"en": "your helper {helper}", "zh": "你的辅助函数 {helper} "},
+    "ok": {"en": "✓ {name}: all {n} cases pass", "zh": "✓ {name}：{n} 个测试用例全部通过"},
+    "correct": {"en": "✓ {name}: correct", "zh": "✓ {name}：正确"},
+    "your_answer": {"en": "your answer", "zh": "你的答案"},
+}
+
+_LOOP_WORDS = {
+    "for": {"en": "a for loop", "zh": " for 循环"},
+    "while": {"en": "a while loop", "zh": " while 循环"},
+    "comprehension": {"en": "a comprehension", "zh": "推导式"},
+    "generator": {"en": "a generator expression", "zh": "生成器表达式"},
+    "call": {"en": "{call}, a loop in disguise", "zh": " {call}（换了个样子的循环）"},
 }
 
 
 def _say(key: str, lang: str, **values) -> str:
-    return _REASONS[key][lang].format(**values)
+    return _TEXT[key][lang].format(**values)
 
 
-def _describe(x, lang: str, limit: int = 6) -> str:
+# ---------------------------------------------------------------------------------------------
+# Tolerances
+# ---------------------------------------------------------------------------------------------
+
+# (rtol, atol) per floating precision. atol is relative to the size of the expected values (it is
+# multiplied by max(1, max |expected|)), so results near zero that come from cancelling large terms
+# are judged on the scale of those terms. float32: a correct answer computed in float32 is off by a
+# few 1e-7 relative (softmax of scores of size x: about x * 1.2e-7), far below 1e-4; a classic
+# mistake is off by far more. float64: 1e-9 leaves room for another order of the same sums and
+# still catches an answer that is off by 1e-6.
+_TOLERANCES = {2: (1e-2, 1e-3), 4: (1e-4, 1e-5), 8: (1e-9, 1e-12)}
+
+
+def _float_sizes(x, out: list, depth: int = 0) -> None:
+    if depth > 4:
+        return
+    if isinstance(x, (np.ndarray, np.generic)):
+        if x.dtype.kind == "f":
+            out.append(min(x.dtype.itemsize, 8))
+        elif x.dtype.kind == "c":
+            out.append(min(x.dtype.itemsize // 2, 8))
+    elif isinstance(x, float):
+        out.append(8)
+    elif isinstance(x, (list, tuple)):
+        for item in x[:1000]:
+            _float_sizes(item, out, depth + 1)
+    elif isinstance(x, dict):
+        for item in list(x.values())[:1000]:
+            _float_sizes(item, out, depth + 1)
+
+
+def tolerance_for(*arrays) -> tuple[float, float]:
+    """``(rtol, atol)`` for the least precise floating dtype among ``arrays``.
+
+    Arrays, NumPy scalars, Python floats (float64), and lists, tuples or dicts of them count;
+    integers and booleans do not. float16, float32 and float64 each have their own pair; with no
+    floating value at all, the float64 pair. ``atol`` is meant relative to the size of the
+    expected values (:func:`compare` multiplies it by ``max(1, max |expected|)``).
+    """
+    sizes: list[int] = []
+    for a in arrays:
+        _float_sizes(a, sizes)
+    return _TOLERANCES[min(sizes, default=8) if min(sizes, default=8) in _TOLERANCES else 8]
+
+
+# ---------------------------------------------------------------------------------------------
+# Describing values and comparing them
+# ---------------------------------------------------------------------------------------------
+
+def _fmt(v, digits: int = 4) -> str:
+    """One value: True/False for booleans, NaN for NaN, ``digits`` significant digits for floats.
+
+    Beyond four digits (needed to tell two close values apart) trailing zeros are kept, so that
+    0.161100 and 0.161099 both show six digits.
+    """
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (np.integer, int)):
+        return str(int(v))
+    if isinstance(v, (np.floating, float)):
+        v = float(v)
+        if np.isnan(v):
+            return "NaN"
+        if np.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        text = f"{v:#.{digits}g}" if digits > 4 else f"{v:.{digits}g}"
+        return text + ".0" if text.lstrip("-").isdigit() else text
+    return repr(v)
+
+
+def _distinct_digits(a, b) -> int:
+    """Fewest significant digits (at least 4) that print ``a`` and ``b`` differently."""
+    for digits in range(4, 18):
+        if _fmt(a, digits) != _fmt(b, digits):
+            return digits
+    return 17
+
+
+def _fmt_list(values, digits: int) -> str:
+    return "[" + ", ".join(_fmt(v, digits) for v in values) + "]"
+
+
+def describe(x, lang: str | None = None) -> str:
+    """A short description of an answer: arrays by shape, dtype and (if small) their values."""
+    lang = get_language(lang)
     if isinstance(x, np.ndarray):
-        flat = np.round(x.ravel()[:limit].astype(float), 4).tolist() if x.dtype.kind in "fiub" else []
-        more = " ..." if x.size > limit else ""
-        return _say("array", lang, shape=x.shape, dtype=x.dtype, values=f"{flat}{more}")
-    return repr(x)
+        head = _say("array", lang, shape=x.shape, dtype=x.dtype)
+        if 0 < x.size <= 8:
+            return _say("values_preview", lang, head=head, values=_fmt_list(x.ravel(), 4))
+        return head
+    if x is None:
+        return "None"
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _compare(got, expected, rtol, atol, check_dtype, lang: str = "en") -> str | None:
-    """None when equal enough, else a short reason in the learner's language."""
+def _as_index(idx) -> str:
+    return "(" + ", ".join(str(int(i)) for i in idx) + ("," if len(idx) == 1 else "") + ")"
+
+
+def _around(got: np.ndarray, expected: np.ndarray, index: tuple, digits: int, lang: str) -> str:
+    """The values next to the worst one along the last axis, got and expected side by side."""
+    if got.ndim == 0 or got.shape[-1] <= 1:
+        return ""
+    j = index[-1]
+    lo = max(0, min(j - 3, got.shape[-1] - 7))
+    hi = min(got.shape[-1], lo + 7)
+    row = tuple(index[:-1])
+    g, e = got[row][lo:hi], expected[row][lo:hi]
+    dots_l, dots_r = ("..., " if lo > 0 else ""), (", ..." if hi < got.shape[-1] else "")
+    wrap = lambda values: "[" + dots_l + _fmt_list(values, digits)[1:-1] + dots_r + "]"  # noqa: E731
+    return _say("around", lang, got=wrap(g), expected=wrap(e))
+
+
+def _compare_arrays(got: np.ndarray, expected: np.ndarray, rtol, atol, scaled: bool, lang: str):
+    shape, dtype = got.shape, got.dtype
+    if expected.dtype == np.bool_ or got.dtype == np.bool_:
+        if got.dtype != expected.dtype:
+            return _say("dtype", lang, got=got.dtype, expected=expected.dtype)
+        bad = got != expected
+        if not bad.any():
+            return None
+        index = np.unravel_index(int(np.argmax(bad)), shape)
+        return (_say("differ", lang, n=int(bad.sum()), size=got.size, index=_as_index(index),
+                     got=_fmt(got[index]), expected=_fmt(expected[index]), shape=shape, dtype=dtype)
+                + _around(got, expected, index, 4, lang))
+    try:
+        g, e = got.astype(np.float64), expected.astype(np.float64)
+    except (TypeError, ValueError):
+        return _say("not_array", lang, got=f"dtype {got.dtype}")
+    if got.size == 0:
+        return None
+    nan = np.isnan(g) & ~np.isnan(e)
+    if nan.any():
+        index = np.unravel_index(int(np.argmax(nan)), shape)
+        return _say("nan", lang, n=int(nan.sum()), size=g.size, index=_as_index(index),
+                    expected=_fmt(e[index]), shape=shape, dtype=dtype)
+    if scaled:
+        finite = np.abs(e[np.isfinite(e)])
+        atol = atol * max(1.0, float(finite.max()) if finite.size else 1.0)
+    with np.errstate(all="ignore"):
+        bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        if not bad.any():
+            return None
+        diff = np.abs(g - e)
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    diff = np.where(bad, diff, -1.0)
+    index = np.unravel_index(int(np.argmax(diff)), shape)
+    digits = _distinct_digits(got[index], expected[index])
+    return (_say("differ", lang, n=int(bad.sum()), size=g.size, index=_as_index(index),
+                 got=_fmt(got[index], digits), expected=_fmt(expected[index], digits),
+                 shape=shape, dtype=dtype)
+            + _around(got, expected, index, digits, lang))
+
+
+def _is_integer(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: str) -> str | None:
+    if got is None and expected is not None:
+        return _say("none", lang)
     if isinstance(expected, tuple):
         if not isinstance(got, tuple) or len(got) != len(expected):
-            return _say("tuple", lang, n=len(expected), got=_describe(got, lang))
+            return _say("tuple", lang, n=len(expected), got=describe(got, lang))
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-            reason = _compare(g, e, rtol, atol, check_dtype, lang)
+            reason = _compare(g, e, rtol, atol, scaled, check_dtype, lang)
             if reason:
                 return _say("item", lang, i=i, reason=reason)
         return None
+    if isinstance(expected, list):
+        try:
+            array = np.asarray(expected)
+        except (TypeError, ValueError):
+            array = None
+        if array is not None and array.dtype.kind in "biuf":
+            expected = array
     if isinstance(expected, np.ndarray):
         if not isinstance(got, np.ndarray):
             try:
                 got = np.asarray(got)
-            except Exception:
+            except (TypeError, ValueError):
                 return _say("not_array", lang, got=type(got).__name__)
+            if got.dtype == object:
+                return _say("not_array", lang, got=describe(got.tolist(), lang))
         if got.shape != expected.shape:
             return _say("shape", lang, got=got.shape, expected=expected.shape)
         if check_dtype and got.dtype != expected.dtype:
             return _say("dtype", lang, got=got.dtype, expected=expected.dtype)
-        if expected.dtype == np.bool_ or got.dtype == np.bool_:
-            if got.dtype != expected.dtype or not np.array_equal(got, expected):
-                return _say("values", lang, got=_describe(got, lang),
-                            expected=_describe(expected, lang))
+        return _compare_arrays(got, expected, rtol, atol, scaled, lang)
+    if isinstance(expected, (bool, np.bool_)):
+        ok = isinstance(got, (bool, np.bool_)) and bool(got) == bool(expected)
+        return None if ok else _say("values", lang, got=describe(got, lang), expected=_fmt(expected))
+    if _is_integer(expected) and _is_integer(got):
+        return None if int(got) == int(expected) else _say("values", lang, got=_fmt(got),
+                                                            expected=_fmt(expected))
+    if isinstance(expected, (int, float, np.number)):
+        try:
+            g, e = float(got), float(expected)
+        except (TypeError, ValueError):
+            return _say("not_number", lang, got=describe(got, lang))
+        if np.isnan(g) and not np.isnan(e):
+            return _say("nan_number", lang, expected=_fmt(e))
+        if scaled:
+            atol = atol * max(1.0, abs(e) if np.isfinite(e) else 1.0)
+        if np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
             return None
-        try:
-            g, e = got.astype(np.float64), expected.astype(np.float64)
-        except (TypeError, ValueError):
-            return _say("not_array", lang, got=got.dtype)
-        if np.isnan(g).any() and not np.isnan(e).any():
-            return _say("nan", lang, got=_describe(got, lang))
-        if not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
-            worst = np.unravel_index(np.nanargmax(np.abs(g - e)), e.shape) if e.size else ()
-            return (_say("values", lang, got=_describe(got, lang), expected=_describe(expected, lang))
-                    + _say("worst", lang, index=tuple(int(i) for i in worst)))
-        return None
-    if isinstance(expected, (int, float, np.number)) and not isinstance(expected, bool):
-        try:
-            ok = np.isclose(float(got), float(expected), rtol=rtol, atol=atol)
-        except (TypeError, ValueError):
-            return _say("not_number", lang, got=_describe(got, lang))
-        return None if ok else _say("values", lang, got=repr(got), expected=repr(expected))
-    return None if got == expected else _say("values", lang, got=repr(got), expected=repr(expected))
+        digits = _distinct_digits(g, e)
+        return _say("values", lang, got=_fmt(got, digits), expected=_fmt(expected, digits))
+    try:
+        same = bool(got == expected)
+    except (TypeError, ValueError):
+        same = False
+    return None if same else _say("values", lang, got=describe(got, lang), expected=describe(expected, lang))
 
+
+def compare(got, expected, *, rtol: float | None = None, atol: float | None = None,
+            check_dtype: bool = False, lang: str | None = None) -> str | None:
+    """``None`` when ``got`` equals ``expected`` closely enough, else the reason in ``lang``.
+
+    Arrays (``got`` may be a list), numbers, booleans, tuples of these (item by item) and other
+    objects (by ``==``). With ``rtol``/``atol`` left ``None``, :func:`tolerance_for` of ``got`` and
+    ``expected`` decides, ``atol`` scaled by ``max(1, max |expected|)``; numbers given are used as
+    they are. For arrays that differ the reason gives how many values differ, the worst index
+    with both values there, the values around it, and the shape and dtype of ``got``.
+    """
+    lang = get_language(lang)
+    scaled = rtol is None or atol is None
+    d_rtol, d_atol = tolerance_for(got, expected)
+    return _compare(got, expected, d_rtol if rtol is None else rtol, d_atol if atol is None else atol,
+                    scaled and atol is None, check_dtype, lang)
+
+
+# ---------------------------------------------------------------------------------------------
+# Failing
+# ---------------------------------------------------------------------------------------------
+
+def _message(name, label, reason: str, hint, lang: str) -> str:
+    reason = reason.rstrip("。.")
+    if lang == "zh":
+        where = f"。输入：{_pick(label, lang)}。结果：" if label is not None else "："
+        text = f"{_pick(name, lang)} 未通过{where}{reason}。"
+        if hint:
+            text += f"\n提示：{_pick(hint, lang)}"
+    else:
+        where = f" on input: {_pick(label, lang)}. Result: " if label is not None else ": "
+        text = f"{_pick(name, lang)} failed{where}{reason}."
+        if hint:
+            text += f"\nHint: {_pick(hint, lang)}"
+    return text
+
+
+def fail(name, label, reason, *, hint=None, lang: str | None = None):
+    """Raise :class:`CheckFailed` with the usual frame: exercise, input (``label``), reason, hint.
+
+    ``name``, ``label``, ``reason`` and ``hint`` are strings or ``{"zh": ..., "en": ...}`` dicts;
+    ``label`` may be ``None`` when the failure concerns no particular input.
+    """
+    lang = get_language(lang)
+    raise CheckFailed(_message(name, label, _pick(reason, lang), hint, lang)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Forbidden calls
+# ---------------------------------------------------------------------------------------------
+
+def _unwrap_chain(obj, limit: int = 20) -> list:
+    """``obj`` and everything it wraps: partial.func, __wrapped__, a bound method's function."""
+    chain, seen = [], set()
+    while obj is not None and id(obj) not in seen and len(chain) < limit:
+        chain.append(obj)
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif isinstance(obj, (types.MethodType, staticmethod, classmethod)):
+            obj = obj.__func__
+        else:
+            try:
+                obj = inspect.getattr_static(obj, "__wrapped__", None)
+            except Exception:  # an object with an odd __getattr__ is not a wrapper we know
+                obj = None
+            if isinstance(obj, (property, types.MemberDescriptorType, types.GetSetDescriptorType)):
+                obj = None
+    return chain
+
+
+def _display(obj) -> str:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+    module = getattr(obj, "__module__", None) or ""
+    if isinstance(obj, np.ufunc) or module.split(".")[0] == "numpy":
+        prefix = module.replace("numpy", "np", 1) if module.startswith("numpy.linalg") else "np"
+        return f"{prefix}.{getattr(obj, '__name__', name)}"
+    return str(name)
+
+
+class _Forbidden:
+    """What to watch for: code objects of Python functions, identities of the other callables."""
+
+    def __init__(self, forbidden: Iterable):
+        self.codes: dict = {}      # code object -> shown name
+        self.objects: dict = {}    # id(callable) -> (callable, shown name)
+        for f in forbidden:
+            shown = _display(f)
+            for obj in _unwrap_chain(f):
+                self.objects[id(obj)] = (obj, shown)
+                code = getattr(obj, "__code__", None)
+                if isinstance(code, types.CodeType):
+                    self.codes[code] = shown
+                if isinstance(obj, type):
+                    for attr in ("__init__", "__new__", "__call__", "forward"):
+                        method = obj.__dict__.get(attr)
+                        code = getattr(method, "__code__", None)
+                        if isinstance(code, types.CodeType):
+                            self.codes[code] = shown
+
+    def __bool__(self):
+        return bool(self.objects)
+
+    def which(self, obj) -> str | None:
+        """The shown name if ``obj`` is, or wraps, a forbidden callable."""
+        for o in _unwrap_chain(obj):
+            hit = self.objects.get(id(o))
+            if hit is not None and hit[0] is o:
+                return hit[1]
+        return None
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # the attention_course package
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.abspath(path))
+    dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))))
+    return tuple(d + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_learner_code(filename: str) -> bool:
+    """Code written by the learner (a notebook cell, a test, a script), not by a library."""
+    if filename.startswith("<frozen"):
+        return False
+    return not os.path.abspath(filename).startswith(_LIBRARY_DIRS) if filename[:1] != "<" else True
+
+
+_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"}
+_ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_chains(code: types.CodeType) -> tuple:
+    """Dotted names the code loads, e.g. ``("np", "exp")``, from its bytecode."""
+    chains, current = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in _LOADS and isinstance(ins.argval, str):
+            if current:
+                chains.append((current[0], tuple(current[1])))
+            current = (ins.opname, [ins.argval])
+        elif ins.opname in _ATTRS and current is not None and isinstance(ins.argval, str):
+            current[1].append(ins.argval)
+        else:
+            if current:
+                chains.append((current[0], tuple(current[1])))
+            current = None
+    if current:
+        chains.append((current[0], tuple(current[1])))
+    return tuple(chains)
+
+
+_MISSING = object()
+
+
+def _resolve(frame, op: str, names: tuple):
+    """The objects a chain of names reaches, following attributes of modules and classes only."""
+    first = names[0]
+    if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"):
+        obj = frame.f_locals.get(first, _MISSING)
+    else:
+        obj = frame.f_globals.get(first, _MISSING)
+        if obj is _MISSING:
+            builtins = frame.f_builtins
+            obj = builtins.get(first, _MISSING) if isinstance(builtins, dict) else _MISSING
+    found = []
+    if obj is _MISSING:
+        return found
+    found.append(obj)
+    for attr in names[1:]:
+        if not isinstance(obj, (types.ModuleType, type, np.ufunc)):
+            break
+        try:
+            obj = inspect.getattr_static(obj, attr)
+        except AttributeError:
+            break
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        found.append(obj)
+    return found
+
+
+class _Watcher:
+    """The profile function: the first forbidden function reached while it is installed."""
+
+    def __init__(self, forbidden: _Forbidden):
+        self.forbidden = forbidden
+        self.hit: str | None = None
+        self._scanned: set = set()
+
+    def __call__(self, frame, event, arg):
+        if self.hit is not None:
+            return
+        if event == "call":
+            code = frame.f_code
+            shown = self.forbidden.codes.get(code)
+            if shown is not None:
+                self.hit = shown
+            elif _is_learner_code(code.co_filename):
+                # NumPy's ufuncs (np.exp, np.matmul ...) and C functions behind NumPy's dispatch
+                # (np.dot ...) are called without a profile event, so the learner's own code is
+                # searched for a reference to them, resolved to objects, whatever the name.
+                for op, names in _name_chains(code):
+                    for obj in _resolve(frame, op, names):
+                        shown = self.forbidden.which(obj)
+                        if shown is not None:
+                            self.hit = shown
+                            return
+        elif event == "c_call":
+            shown = self.forbidden.which(arg)
+            if shown is None:
+                owner = getattr(arg, "__self__", None)
+                if isinstance(owner, np.ufunc):            # np.add.reduce when np.add is forbidden
+                    shown = self.forbidden.which(owner)
+                elif owner is not None and not isinstance(owner, types.ModuleType):
+                    # a method of a C type, e.g. x.argsort when np.ndarray.argsort is forbidden
+                    method = inspect.getattr_static(type(owner), getattr(arg, "__name__", ""), None)
+                    shown = self.forbidden.which(method) if method is not None else None
+            if shown is not None:
+                self.hit = shown
+
+
+@contextlib.contextmanager
+def _watching(forbidden: _Forbidden):
+    watcher = _Watcher(forbidden)
+    if not forbidden:
+        yield watcher
+        return
+    previous = sys.getprofile()
+    sys.setprofile(watcher)
+    try:
+        yield watcher
+    finally:
+        sys.setprofile(previous)
+
+
+@contextlib.contextmanager
+def watch_calls(forbidden, *, name, lang: str | None = None):
+    """Raise :class:`CheckFailed` if the code in the ``with`` block calls a forbidden function.
+
+    ``forbidden`` is an iterable of callables: Python functions are recognised by their code
+    object, C functions by identity, NumPy ufuncs and C-implemented NumPy functions by a
+    reference to them in the learner's own code (notebook cells, not library modules), so the
+    name they are bound to does not matter. The profiler that was installed before is put back,
+    also when the block raises. ``NotImplementedError`` from the block passes through unchanged.
+    """
+    lang = get_language(lang)
+    spec = _Forbidden(forbidden)
+    raised = None
+    with _watching(spec) as watcher:
+        try:
+            yield
+        except NotImplementedError:
+            raise
+        except BaseException as exc:
+            raised = exc
+    if watcher.hit is not None:
+        fail(name, None, _say("forbidden", lang, what=watcher.hit), lang=lang)
+    if raised is not None:
+        raise raised
+
+
+def run_learner(fn, *args, name, label, forbidden=(), hint=None, lang: str | None = None, **kwargs):
+    """Call ``fn(*args, **kwargs)`` the way a check does and return its result.
+
+    The call runs with NumPy warnings silenced (a wrong answer's overflow is reported by the
+    comparison, not as a warning) and with ``forbidden`` functions watched (:func:`watch_calls`).
+    ``NotImplementedError`` (the stub) is not caught; any other exception becomes
+    :class:`CheckFailed` naming the input ``label``, as does ``fn`` being, or wrapping, a
+    forbidden function.
+    """
+    lang = get_language(lang)
+    if not callable(fn):
+        raise CheckFailed(_say("not_callable", lang, name=_pick(name, lang), got=type(fn).__name__))
+    spec = _Forbidden(forbidden)
+    shown = spec.which(fn)
+    if shown is not None:
+        fail(name, label, _say("forbidden_is", lang, what=shown), hint=hint, lang=lang)
+    error = None
+    with _watching(spec) as watcher:
+        try:
+            with np.errstate(all="ignore"):
+                result = fn(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            error = exc
+    if watcher.hit is not None:
+        fail(name, label, _say("forbidden", lang, what=watcher.hit), hint=hint, lang=lang)
+    if error is not None:
+        fail(name, label, _say("raised", lang, name=type(error).__name__, error=error), hint=hint, lang=lang)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Loops
+# ---------------------------------------------------------------------------------------------
+
+_LOOP_CALLS = {"vectorize", "frompyfunc", "apply_along_axis", "apply_over_axes", "fromiter"}
+_LOOP_BUILTINS = {"map", "filter"}
+
+
+def _loop_in(tree: ast.AST):
+    """``(kind, line, call)`` of the first loop in ``tree``, or ``None``."""
+    nodes = sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for node in nodes:
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            return "for", node.lineno, ""
+        if isinstance(node, ast.While):
+            return "while", node.lineno, ""
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp)):
+            return "comprehension", node.lineno, ""
+        if isinstance(node, ast.GeneratorExp):
+            return "generator", node.lineno, ""
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in _LOOP_BUILTINS | _LOOP_CALLS:
+                return "call", node.lineno, func.id
+            if isinstance(func, ast.Attribute) and func.attr in _LOOP_CALLS:
+                return "call", node.lineno, ast.unparse(func)
+            if (isinstance(func, ast.Attribute) and func.attr == "reduce"
+                    and isinstance(func.value, ast.Name) and func.value.id == "functools"):
+                return "call", node.lineno, "functools.reduce"
+    return None
+
+
+def _parse_piece(source: str) -> ast.AST | None:
+    """Parse a piece of source that may be cut out of a longer statement (a lambda's line)."""
+    source = textwrap.dedent(source)
+    candidates = [source, source.strip()]
+    stripped = source.strip()
+    # a lambda inside a call or a list: drop a trailing ")", "," or "]" until it parses
+    for cut in range(1, min(len(stripped), 40)):
+        candidates.append(stripped[:-cut])
+    for text in candidates:
+        for attempt in (text, f"({text}\n)"):
+            try:
+                return ast.parse(attempt)
+            except SyntaxError:
+                continue
+    # a lambda in the middle of a line: start at the word lambda
+    start = stripped.find("lambda")
+    if start > 0:
+        return _parse_piece(stripped[start:])
+    return None
+
+
+def _function_tree(fn):
+    """The AST node of ``fn``'s own definition, or ``None`` if its source cannot be read."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    tree = _parse_piece(source)
+    if tree is None:
+        return None
+    code = fn.__code__
+    if code.co_name == "<lambda>":
+        lambdas = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
+        for node in lambdas:
+            try:
+                compiled = compile(ast.Expression(node), "<lambda>", "eval")
+            except (SyntaxError, ValueError):
+                continue
+            inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+            if inner is not None and inner.co_code == code.co_code and inner.co_names == code.co_names:
+                return node
+        # several lambdas on one line that cannot be told apart: judge them all
+        return ast.Module(body=[ast.Expr(n) for n in lambdas], type_ignores=[]) if lambdas else None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            return node
+    return tree
+
+
+def _learner_functions(fn, depth: int = 3, seen=None) -> list:
+    """``fn`` and the learner-written functions it calls by a global name (helpers), recursively."""
+    seen = set() if seen is None else seen
+    fn = next((o for o in _unwrap_chain(fn) if isinstance(o, types.FunctionType)), fn)
+    if not isinstance(fn, types.FunctionType) or fn.__code__ in seen:
+        return []
+    seen.add(fn.__code__)
+    found = [fn]
+    if depth > 0:
+        names: set = set()
+        stack = [fn.__code__]
+        while stack:
+            code = stack.pop()
+            names.update(code.co_names)
+            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        for n in sorted(names):
+            helper = fn.__globals__.get(n)
+            if (isinstance(helper, types.FunctionType)
+                    and _is_learner_code(helper.__code__.co_filename)):
+                found += _learner_functions(helper, depth - 1, seen)
+    return found
+
+
+def assert_no_loops(fn, *, name, lang: str | None = None) -> None:
+    """Raise :class:`CheckFailed` if ``fn`` (or a helper of the learner's it calls) loops.
+
+    Looks at the source (AST): ``for``, ``while``, comprehensions, generator expressions, and calls
+    to ``np.vectorize``, ``map``, ``filter``, ``np.frompyfunc``, ``np.apply_along_axis``,
+    ``np.apply_over_axes``, ``np.fromiter`` and ``functools.reduce``. If the source cannot be read
+    the check fails and says so, rather than pass without looking.
+    """
+    lang = get_language(lang)
+    functions = _learner_functions(fn)
+    if not functions:
+        if callable(fn) and not _is_python(fn):
+            return            # a NumPy or C function has no Python loop of the learner's
+        fail(name, None, _say("no_source", lang), lang=lang)
+    for f in functions:
+        tree = _function_tree(f)
+        if tree is None:
+            fail(name, None, _say("no_source", lang), lang=lang)
+        found = _loop_in(tree)
+        if found is not None:
+            kind, line, call = found
+            what = _LOOP_WORDS[kind][lang].format(call=call)
+            where = (_TEXT["your_function"][lang] if f is functions[0]
+                     else _say("helper", lang, helper=f.__name__))
+            fail(name, None, _say("loop", lang, where=where, what=what, line=line), lang=lang)
+
+
+def _is_python(fn) -> bool:
+    return any(isinstance(o, types.FunctionType) for o in _unwrap_chain(fn))
+
+
+# ---------------------------------------------------------------------------------------------
+# The two checks every notebook uses
+# ---------------------------------------------------------------------------------------------
 
 def check_function(learner: Callable, reference: Callable, cases, *, name, hint=None,
-                   lang: str | None = None, rtol: float = 1e-5, atol: float = 1e-8,
-                   check_dtype: bool = False) -> None:
+                   lang: str | None = None, rtol: float | None = None, atol: float | None = None,
+                   check_dtype: bool = False, forbidden=(), no_loops: bool = False) -> None:
     """Compare ``learner(*case.args, **case.kwargs)`` with ``reference(...)`` on every case.
 
     Parameters
@@ -135,10 +798,15 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
         Added to every failure message.
     lang : {"zh", "en"}, optional
         Default: the language set with :func:`set_language`.
-    rtol, atol : float
-        Tolerances for numeric results.
+    rtol, atol : float, optional
+        Tolerances for numeric results. Default: :func:`tolerance_for` the case's inputs and the
+        learner's result, so a float32 answer is judged as float32 and a float64 one tightly.
     check_dtype : bool
         Also require the same dtype.
+    forbidden : iterable of callables
+        Functions the learner's function must not be or call (:func:`watch_calls`).
+    no_loops : bool
+        Require a function without loops (:func:`assert_no_loops`).
 
     Raises
     ------
@@ -148,48 +816,34 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     """
     lang = get_language(lang)
     if not callable(learner):
-        raise CheckFailed(
-            {"zh": f"{_pick(name, lang)}：需要传入一个函数，收到的是 {type(learner).__name__}",
-             "en": f"{_pick(name, lang)}: expected a function, got {type(learner).__name__}"}[lang]
-        )
+        raise CheckFailed(_say("not_callable", lang, name=_pick(name, lang), got=type(learner).__name__))
     cases = list(cases)
+    loops_checked = False
     for case in cases:
         expected = reference(*case.args, **case.kwargs)
         args = copy.deepcopy(case.args)
         kwargs = copy.deepcopy(case.kwargs)
-        try:
-            # A wrong answer may overflow; its NaN is reported below, not as a warning.
-            with np.errstate(all="ignore"):
-                got = learner(*args, **kwargs)
-        except NotImplementedError:
-            raise
-        except Exception as exc:
-            _fail(name, case, lang, hint, _say("raised", lang, name=type(exc).__name__, error=exc))
-        reason = _compare(got, expected, rtol, atol, check_dtype, lang)
+        got = run_learner(learner, *args, name=name, label=case.label, forbidden=forbidden, hint=hint,
+                          lang=lang, **kwargs)
+        if no_loops and not loops_checked:
+            # after the first call, so that an unfinished stub raises its NotImplementedError first
+            assert_no_loops(learner, name=name, lang=lang)
+            loops_checked = True
+        d_rtol, d_atol = tolerance_for(case.args, case.kwargs, got)
+        reason = _compare(got, expected, d_rtol if rtol is None else rtol, d_atol if atol is None else atol,
+                          atol is None, check_dtype, lang)
         if reason:
-            _fail(name, case, lang, hint, reason)
-    print({"zh": f"✓ {_pick(name, lang)}：{len(cases)} 个测试用例全部通过",
-           "en": f"✓ {_pick(name, lang)}: all {len(cases)} cases pass"}[lang])
+            fail(name, case.label, reason, hint=hint, lang=lang)
+    if no_loops and not loops_checked:
+        assert_no_loops(learner, name=name, lang=lang)
+    print(_say("ok", lang, name=_pick(name, lang), n=len(cases)))
 
 
 def check_value(got, expected, *, name, hint=None, lang: str | None = None,
-                rtol: float = 1e-9, atol: float = 0.0) -> None:
-    """Compare one answer (a number, a shape, an array) with the expected one."""
+                rtol: float | None = None, atol: float | None = None) -> None:
+    """Compare one answer (a number, a shape, an array) with the expected one (:func:`compare`)."""
     lang = get_language(lang)
-    reason = _compare(got, expected, rtol, atol, False, lang)
+    reason = compare(got, expected, rtol=rtol, atol=atol, lang=lang)
     if reason:
-        _fail(name, Case({"zh": "你的答案", "en": "your answer"}), lang, hint, reason)
-    print({"zh": f"✓ {_pick(name, lang)}：正确", "en": f"✓ {_pick(name, lang)}: correct"}[lang])
-
-
-def _fail(name, case: Case, lang: str, hint, reason: str):
-    label = _pick(case.label, lang)
-    if lang == "zh":
-        text = f"{_pick(name, lang)} 未通过。输入：{label}。结果：{reason}。"
-        if hint:
-            text += f"\n提示：{_pick(hint, lang)}"
-    else:
-        text = f"{_pick(name, lang)} failed on input: {label}. Result: {reason}."
-        if hint:
-            text += f"\nHint: {_pick(hint, lang)}"
-    raise CheckFailed(text) from None
+        fail(name, _TEXT["your_answer"], reason, hint=hint, lang=lang)
+    print(_say("correct", lang, name=_pick(name, lang)))
