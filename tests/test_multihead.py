@@ -11,6 +11,7 @@ from attention_course import (
     scaled_dot_product_attention,
     split_heads,
 )
+from attention_course.multihead import from_torch_mha_mask
 
 
 @settings(max_examples=50, deadline=None)
@@ -123,3 +124,68 @@ def test_causal_with_key_padding_is_a_decoder_with_padding():
     np.testing.assert_allclose(w, ref_w, atol=1e-12)
     with pytest.raises(TypeError, match="is_causal must be True or False"):
         mha(x, key_padding_mask=real, is_causal=1)
+
+
+# ---- masks written for torch.nn.MultiheadAttention (True = blocked) ---------------------------
+
+def test_from_torch_mha_mask_flips_booleans_and_keeps_additive_masks():
+    blocked = np.array([[False, True, True], [False, False, True]])
+    allowed = from_torch_mha_mask(blocked)
+    np.testing.assert_array_equal(allowed, ~blocked)
+    assert allowed.dtype == np.bool_ and allowed.shape == blocked.shape
+    additive = np.array([[0.0, -np.inf, -1e9]], np.float32)
+    same = from_torch_mha_mask(additive)
+    assert same.dtype == np.float32
+    np.testing.assert_array_equal(same, additive)
+    np.testing.assert_array_equal(from_torch_mha_mask([[True, False]]), [[False, True]])
+    with pytest.raises(TypeError, match=r"mask must be boolean \(torch: True = blocked\).*uint8"):
+        from_torch_mha_mask(np.array([[0, 1]], np.uint8))
+    with pytest.raises(ValueError, match="not NaN or \\+inf"):
+        from_torch_mha_mask(np.array([0.0, np.inf]))
+
+
+def test_a_torch_mask_copied_verbatim_changes_the_numbers_and_the_helper_fixes_it():
+    # Both masks are valid, so nothing fails: only the numbers tell the mistake apart.
+    mha = MultiHeadAttention(8, 2, seed=5, dtype=np.float64)
+    x = np.random.default_rng(5).standard_normal((2, 4, 8))
+    torch_attn = np.triu(np.ones((4, 4), bool), 1)           # torch: True = may not attend
+    torch_pad = np.array([[False, False, False, True], [False, False, True, True]])
+    right, w = mha(x, attn_mask=from_torch_mha_mask(torch_attn),
+                   key_padding_mask=from_torch_mha_mask(torch_pad), average_attn_weights=False)
+    np.testing.assert_allclose(right, mha(x, is_causal=True, key_padding_mask=~torch_pad)[0])
+    assert np.all(w[..., torch_attn] == 0) and np.all(w[1, ..., 2:] == 0)
+    wrong, w_wrong = mha(x, attn_mask=torch_attn, key_padding_mask=torch_pad,
+                         average_attn_weights=False)
+    assert not np.allclose(wrong, right)
+    assert np.all(w_wrong[..., ~torch_attn] == 0)            # it blocks what torch lets through
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_from_torch_mha_mask_gives_torchs_numbers(mask_kind):
+    torch = pytest.importorskip("torch", reason="PyTorch not installed")
+    rng = np.random.default_rng(6)
+    E, H, N, L, S = 12, 3, 2, 5, 6
+    ref = torch.nn.MultiheadAttention(E, H, batch_first=True)
+    mha = MultiHeadAttention(E, H)
+    mha.in_proj_weight = ref.in_proj_weight.detach().numpy()
+    mha.in_proj_bias = ref.in_proj_bias.detach().numpy()
+    mha.out_proj_weight = ref.out_proj.weight.detach().numpy()
+    mha.out_proj_bias = ref.out_proj.bias.detach().numpy()
+    q = rng.standard_normal((N, L, E)).astype(np.float32)
+    kv = rng.standard_normal((N, S, E)).astype(np.float32)
+    attn = rng.random((L, S)) < 0.3                          # torch: True = blocked
+    attn[:, 0] = False
+    pad = np.zeros((N, S), bool)
+    pad[1, 4:] = True
+    if mask_kind == "float":
+        attn = np.where(attn, -np.inf, rng.standard_normal((L, S))).astype(np.float32)
+        pad = np.where(pad, np.finfo(np.float32).min, 0.0).astype(np.float32)
+    with torch.no_grad():
+        t_out, t_w = ref(torch.from_numpy(q), torch.from_numpy(kv), torch.from_numpy(kv),
+                         attn_mask=torch.from_numpy(attn), key_padding_mask=torch.from_numpy(pad),
+                         average_attn_weights=False)
+    out, w = mha(q, kv, kv, attn_mask=from_torch_mha_mask(attn),
+                 key_padding_mask=from_torch_mha_mask(torch.from_numpy(pad)),
+                 average_attn_weights=False)
+    np.testing.assert_allclose(out, t_out.numpy(), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(w, t_w.numpy(), atol=1e-5, rtol=1e-5)

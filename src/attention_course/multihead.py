@@ -2,8 +2,10 @@
 
 Mask convention: as everywhere in this library, a boolean mask marks with **True the positions
 that take part**. PyTorch's ``nn.MultiheadAttention`` uses the opposite for its boolean
-``attn_mask`` and ``key_padding_mask`` (True = ignore); negate a torch mask (``~mask``) to use it
-here. Floating masks are added to the scores in both.
+``attn_mask`` and ``key_padding_mask`` (True = ignore). A boolean mask copied verbatim from torch
+code is still a valid mask here, so nothing fails: it silently lets through exactly the positions
+torch blocks. Pass such masks through :func:`from_torch_mha_mask`. Floating masks are added to
+the scores in both.
 """
 
 from __future__ import annotations
@@ -67,6 +69,55 @@ def merge_heads(x) -> np.ndarray:
     H, L, D = x.shape[-3:]
     x = np.swapaxes(x, -3, -2)                         # (..., L, H, D)
     return x.reshape(*x.shape[:-2], H * D)             # (..., L, H*D)
+
+
+def from_torch_mha_mask(mask) -> np.ndarray:
+    """Convert a mask written for ``torch.nn.MultiheadAttention`` to this library's convention.
+
+    PyTorch's ``nn.MultiheadAttention`` (its ``attn_mask`` and ``key_padding_mask``) reads a
+    boolean True as "may **not** attend"; this library, like
+    ``torch.nn.functional.scaled_dot_product_attention``, reads True as "takes part". A floating
+    mask means the same in both (it is added to the scores) and is returned unchanged.
+
+    Parameters
+    ----------
+    mask : array_like of bool or float, any shape
+        An ``attn_mask`` (L, S) / (N·H, L, S) or a ``key_padding_mask`` (N, S) in torch's
+        convention. A torch tensor works too, through NumPy (``mask.numpy()``).
+
+    Returns
+    -------
+    ndarray, same shape
+        Boolean: ``~mask`` (True = takes part). Floating: the mask as a NumPy array, unchanged.
+
+    Raises
+    ------
+    TypeError
+        A mask that is neither boolean nor floating (torch's old uint8 masks included: say
+        ``mask.astype(bool)`` first if nonzero meant "blocked").
+    ValueError
+        A floating mask with NaN or +inf.
+
+    Examples
+    --------
+    >>> torch_style = np.array([[False, True], [False, False]])   # True = blocked, as in torch
+    >>> from_torch_mha_mask(torch_style)
+    array([[ True, False],
+           [ True,  True]])
+    >>> from_torch_mha_mask(np.array([0.0, -np.inf]))             # additive: the same in both
+    array([  0., -inf])
+    """
+    arr = np.asarray(mask)
+    if arr.dtype == np.bool_:
+        return ~arr
+    if arr.dtype.type not in (np.float16, np.float32, np.float64):
+        raise TypeError(
+            f"mask must be boolean (torch: True = blocked) or floating (added to the scores); "
+            f"got dtype {arr.dtype}"
+        )
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        raise ValueError("mask may hold -inf (blocked) and finite values, not NaN or +inf")
+    return arr
 
 
 def _linear(x, weight, bias):
@@ -209,10 +260,11 @@ class MultiHeadAttention:
         value : ndarray, shape (..., S, E), optional
             Defaults to ``key``.
         attn_mask : ndarray of bool or float, broadcastable to (..., H, L, S), optional
-            Boolean True = takes part (the opposite of torch's MultiheadAttention); floating is
-            added to the scores. An (L, S) mask applies to every sequence and head.
+            Boolean True = takes part (the opposite of torch's MultiheadAttention: convert a
+            torch mask with :func:`from_torch_mha_mask`); floating is added to the scores. An
+            (L, S) mask applies to every sequence and head.
         key_padding_mask : ndarray of bool or float, shape (..., S), optional
-            Boolean True = a real key (torch: True = padding).
+            Boolean True = a real key (torch: True = padding; see :func:`from_torch_mha_mask`).
         is_causal : bool
             Apply the causal mask (top-left aligned). Here it is a real mask, not torch's
             hint; it combines with ``key_padding_mask`` (as torch's causal ``attn_mask`` plus
