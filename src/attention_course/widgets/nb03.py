@@ -3,7 +3,8 @@
 Random queries and keys with independent, mean-0, variance-1 components (the setting of
 Vaswani et al. 2017, footnote 4) are scored with and without the scale. The explorer shows how
 spread out the scores are, how much of the budget the largest weight takes, and how large the
-softmax's Jacobian ``diag(p) - p pᵀ`` still is (the factor every gradient passes through).
+softmax's Jacobian ``diag(p) - p pᵀ`` still is: the derivative of the weights with respect to the
+softmax's input only (not with respect to q or k; notebook 03 measures those separately).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ TEXT = {
         "with": "除以 √d_k",
         "without": "不缩放",
         "largest": "最大权重（平均）",
-        "jacobian": "梯度大小 ‖diag(p) − ppᵀ‖",
-        "title": "d_k = {d}，{mode}：分数标准差 {std:.2f}，最大权重 {mw:.2f}，梯度大小 {jn:.3f}",
+        "jacobian": "对 softmax 输入的梯度 ‖∂p/∂x‖",
+        "title": "d_k = {d}，{mode}：分数标准差 {std:.2f}，最大权重 {mw:.2f}，‖∂p/∂x‖ {jn:.3f}",
     },
     "en": {
         "scale": "divide by √d_k",
@@ -42,9 +43,9 @@ TEXT = {
         "with": "divided by √d_k",
         "without": "not scaled",
         "largest": "largest weight (mean)",
-        "jacobian": "gradient size ‖diag(p) − ppᵀ‖",
+        "jacobian": "‖∂p/∂x‖, x = softmax input",
         "title": "d_k = {d}, {mode}: score std {std:.2f}, largest weight {mw:.2f}, "
-                 "gradient size {jn:.3f}",
+                 "‖∂p/∂x‖ {jn:.3f}",
     },
 }
 
