@@ -1,0 +1,458 @@
+"""Tiny attention-only models, trained with Adam in NumPy in a few seconds (notebook 07).
+
+Two models, both composed of the forward/backward pairs of :mod:`attention_course.backprop`
+(nothing here differentiates anything by itself):
+
+- :class:`LibraryModel` - notebook 01's library, learned: a query attends over a shelf of books
+  (each book's embedding is its key's plus its value's) and the value it reads out is
+  classified. One layer, one head, cross-attention (L = 1, S = number of books).
+- :class:`AttentionOnlyModel` - token embedding, optional positional encoding (none, learned or
+  sinusoidal), ``n_layers`` residual blocks ``x + MultiHead(x)`` with a causal mask, and a
+  linear read-out. The 1/√d_k scale can be switched off and the embeddings' initial size set,
+  for notebook 07's experiment on why √d_k matters.
+
+:func:`train` runs Adam on fresh seeded batches and records the loss at every step and, at a few
+checkpoints, the accuracy and the attention weights on a fixed probe example: the data behind
+notebook 07's checkpoint slider.
+
+Everything is float32 (the activations stay float32: scales are Python floats, never NumPy
+float64 scalars, which would promote the arrays).
+
+Notation: W_Q, W_K, W_V are ``(d_model, h·d_k)``, W_O is ``(h·d_k, d_model)``, as in the course's
+table of symbols (x @ W). The backprop functions take torch's ``(out, in)`` layout, hence the
+transposes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import backprop as bp
+from .optim import Adam
+from .positional import sinusoidal_positional_encoding
+from .progress import ProgressLine
+from .tasks import LibraryBatch, SequenceBatch
+
+__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "train"]
+
+POSITIONAL = ("none", "learned", "sinusoidal")
+
+
+def _linear(x, W):
+    """x @ W through the backprop pair; W in the course's (in, out) orientation."""
+    return bp.linear_forward(x, W.T)
+
+
+def _linear_back(dy, cache):
+    dx, dWt, _ = bp.linear_backward(dy, cache)
+    return dx, dWt.T
+
+
+def _split(x, h):
+    """(B, n, h·d) -> (B, h, n, d)."""
+    B, n, hd = x.shape
+    return x.reshape(B, n, h, hd // h).transpose(0, 2, 1, 3)
+
+
+def _merge(x):
+    """(B, h, n, d) -> (B, n, h·d)."""
+    B, h, n, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, n, h * d)
+
+
+class _Model:
+    """What :func:`train` needs: params, loss_and_grads, loss, evaluate."""
+
+    params: dict
+    dtype: type
+
+    def _normal(self, rng, shape, std):
+        return (rng.standard_normal(shape) * std).astype(self.dtype)
+
+    def _attn_scale(self, d_k: int):
+        # A Python float: multiplying float32 scores by it keeps them float32.
+        return None if self.scale else 1.0
+
+    def n_parameters(self) -> int:
+        return int(sum(p.size for p in self.params.values()))
+
+
+class LibraryModel(_Model):
+    """A query attends over a shelf of books and reads out the matching book's value.
+
+    Parameters
+    ----------
+    n_keys, n_values : int
+        Vocabulary sizes of the keys (spine labels, also the queries) and of the values.
+    d_model : int
+        Width of the embeddings.
+    d_k : int
+        Width of the head's queries, keys and values.
+    scale : bool
+        Multiply the scores by 1/√d_k (True) or not at all.
+    embed_std : float
+        Standard deviation of the initial embeddings.
+    seed : int
+
+    Attributes
+    ----------
+    params : dict of float32 arrays
+        ``key_embed`` (n_keys, d_model), ``value_embed`` (n_values, d_model), ``W_Q``, ``W_K``,
+        ``W_V`` (d_model, d_k), ``W_U`` (d_k, n_values).
+    """
+
+    def __init__(self, n_keys: int = 16, n_values: int = 16, d_model: int = 32, d_k: int = 16,
+                 scale: bool = True, embed_std: float = 1.0, seed: int = 0, dtype=np.float32):
+        rng = np.random.default_rng(seed)
+        self.dtype, self.scale, self.d_k = dtype, bool(scale), int(d_k)
+        self.n_keys, self.n_values = int(n_keys), int(n_values)
+        self.params = {
+            "key_embed": self._normal(rng, (n_keys, d_model), embed_std),
+            "value_embed": self._normal(rng, (n_values, d_model), embed_std),
+            "W_Q": self._normal(rng, (d_model, d_k), d_model ** -0.5),
+            "W_K": self._normal(rng, (d_model, d_k), d_model ** -0.5),
+            "W_V": self._normal(rng, (d_model, d_k), d_model ** -0.5),
+            "W_U": self._normal(rng, (d_k, n_values), d_k ** -0.5),
+        }
+
+    def forward(self, batch: LibraryBatch):
+        """Logits (B, n_values), attention weights (B, 1, n_books) and the cache for backward."""
+        P = self.params
+        N = batch.keys.shape[1]
+        # The books' keys and the query share one table: one lookup for both.
+        labels = np.concatenate([batch.keys, batch.query[:, None]], axis=1)   # (B, N + 1)
+        kq, c_kq = bp.embedding_forward(labels, P["key_embed"])              # (B, N + 1, d_model)
+        vb, c_vb = bp.embedding_forward(batch.values, P["value_embed"])    # (B, N, d_model)
+        books = kq[:, :N] + vb                                               # key and content
+        xq = kq[:, N:]                                                       # (B, 1, d_model)
+        q, c_q = _linear(xq, P["W_Q"])                                       # (B, 1, d_k)
+        k, c_k = _linear(books, P["W_K"])                                    # (B, N, d_k)
+        v, c_v = _linear(books, P["W_V"])                                    # (B, N, d_k)
+        out, weights, c_att = bp.attention_forward(q, k, v, scale=self._attn_scale(self.d_k))
+        logits, c_u = _linear(out[:, 0], P["W_U"])                           # (B, n_values)
+        return logits, weights, (c_kq, c_vb, c_q, c_k, c_v, c_att, c_u)
+
+    def backward(self, dlogits, cache) -> dict:
+        c_kq, c_vb, c_q, c_k, c_v, c_att, c_u = cache
+        g = {}
+        dout, g["W_U"] = _linear_back(dlogits, c_u)
+        dq, dk, dv = bp.attention_backward(dout[:, None], c_att)
+        dxq, g["W_Q"] = _linear_back(dq, c_q)
+        dbooks_k, g["W_K"] = _linear_back(dk, c_k)
+        dbooks_v, g["W_V"] = _linear_back(dv, c_v)
+        dbooks = dbooks_k + dbooks_v
+        g["key_embed"] = bp.embedding_backward(np.concatenate([dbooks, dxq], axis=1), c_kq)
+        g["value_embed"] = bp.embedding_backward(dbooks, c_vb)
+        return g
+
+    def loss_and_grads(self, batch: LibraryBatch):
+        logits, _, cache = self.forward(batch)
+        loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets)
+        return loss, self.backward(dlogits, cache)
+
+    def loss(self, batch: LibraryBatch) -> float:
+        logits, _, _ = self.forward(batch)
+        return float(bp.softmax_cross_entropy(logits, batch.targets)[0])
+
+    def accuracy(self, batch: LibraryBatch) -> float:
+        logits, _, _ = self.forward(batch)
+        return float((logits.argmax(-1) == batch.targets).mean())
+
+    def attention_maps(self, batch: LibraryBatch) -> np.ndarray:
+        """Weights of the one head, shape (n_layers=1, B, h=1, L=1, S=n_books)."""
+        return self.forward(batch)[1][None, :, None]
+
+    def evaluate(self, batch: LibraryBatch):
+        """Accuracy on ``batch`` and the weights for its first shelf, shape (1, 1, 1, n_books)."""
+        logits, weights, _ = self.forward(batch)
+        return float((logits.argmax(-1) == batch.targets).mean()), weights[0][None, None]
+
+    def query_key_table(self) -> np.ndarray:
+        """(key_embed W_Q)(key_embed W_K)ᵀ: row i, the score query key i gives a book with key j.
+
+        Only the keys' part of a book's embedding enters; its value part adds a row-independent
+        term after training (checked in the notebook by the accuracy, not assumed here).
+
+        Returns
+        -------
+        ndarray, shape (n_keys, n_keys)
+        """
+        E = self.params["key_embed"]
+        return (E @ self.params["W_Q"]) @ (E @ self.params["W_K"]).T
+
+
+class AttentionOnlyModel(_Model):
+    """Embedding (+ positional encoding), ``n_layers`` × ``x + MultiHead(x)``, linear read-out.
+
+    Parameters
+    ----------
+    vocab : int
+        Number of different input tokens.
+    n_classes : int, optional
+        Number of outputs per position (default ``vocab``).
+    d_model : int
+    n_layers, n_heads : int
+    d_k : int, optional
+        Width of each head's queries, keys and values (default ``d_model // n_heads``).
+    max_len : int
+        Longest sequence (rows of the positional encoding).
+    positional : {"none", "learned", "sinusoidal"}
+        "learned": a trained table added to the embeddings; "sinusoidal": the fixed encoding of
+        notebook 05 times ``pe_amplitude``.
+    causal : bool
+        Each position attends only to itself and earlier positions.
+    scale : bool
+        Multiply the scores by 1/√d_k (True) or not at all.
+    embed_std : float
+        Standard deviation of the initial token embeddings (and of a learned positional table).
+    pe_amplitude : float
+        Factor on the sinusoidal encoding.
+    seed : int
+
+    Attributes
+    ----------
+    params : dict of float32 arrays
+        ``embed`` (vocab, d_model), ``pos`` (max_len, d_model) if learned, per layer ``l``:
+        ``{l}.W_QKV`` (d_model, 3·h·d_k), which is W_Q, W_K and W_V side by side (see
+        :meth:`projections`), and ``{l}.W_O`` (h·d_k, d_model); ``W_U`` (d_model, n_classes).
+    pe : ndarray (max_len, d_model) or None
+        The fixed sinusoidal encoding, if used.
+    """
+
+    def __init__(self, vocab: int, n_classes: int | None = None, d_model: int = 32,
+                 n_layers: int = 1, n_heads: int = 1, d_k: int | None = None, max_len: int = 32,
+                 positional: str = "learned", causal: bool = True, scale: bool = True,
+                 embed_std: float = 1.0, pe_amplitude: float = 1.0, seed: int = 0,
+                 dtype=np.float32):
+        if positional not in POSITIONAL:
+            raise ValueError(f"positional must be one of {POSITIONAL}; got {positional!r}")
+        rng = np.random.default_rng(seed)
+        self.dtype = dtype
+        self.vocab, self.n_classes = int(vocab), int(n_classes or vocab)
+        self.n_layers, self.n_heads = int(n_layers), int(n_heads)
+        self.d_k = int(d_k or d_model // n_heads)
+        self.max_len, self.positional = int(max_len), positional
+        self.causal, self.scale = bool(causal), bool(scale)
+        hd = self.n_heads * self.d_k
+        P = {"embed": self._normal(rng, (vocab, d_model), embed_std)}
+        if positional == "learned":
+            P["pos"] = self._normal(rng, (max_len, d_model), embed_std)
+        for layer in range(self.n_layers):
+            # W_Q, W_K and W_V side by side: one product instead of three (as in_proj_weight).
+            P[f"{layer}.W_QKV"] = self._normal(rng, (d_model, 3 * hd), d_model ** -0.5)
+            P[f"{layer}.W_O"] = self._normal(rng, (hd, d_model), hd ** -0.5)
+        P["W_U"] = self._normal(rng, (d_model, self.n_classes), d_model ** -0.5)
+        self.params = P
+        self.pe = None
+        if positional == "sinusoidal":
+            self.pe = (pe_amplitude * sinusoidal_positional_encoding(max_len, d_model)).astype(dtype)
+
+    def forward(self, tokens):
+        """Logits (B, n, n_classes), the attention weights of every layer, and the cache.
+
+        Parameters
+        ----------
+        tokens : ndarray of int, shape (B, n), n <= max_len
+
+        Returns
+        -------
+        logits : ndarray, shape (B, n, n_classes)
+        weights : list of ndarray, one (B, h, n, n) per layer
+        cache : tuple
+        """
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2 or tokens.shape[1] > self.max_len:
+            raise ValueError(f"tokens must have shape (B, n) with n <= max_len={self.max_len}; "
+                             f"got shape {tokens.shape}")
+        P, h = self.params, self.n_heads
+        x, c_emb = bp.embedding_forward(tokens, P["embed"])                 # (B, n, d_model)
+        c_pos = None
+        if self.positional == "learned":
+            x, c_pos = bp.positional_forward(x, P["pos"])
+        elif self.positional == "sinusoidal":
+            x, c_pos = bp.positional_forward(x, self.pe)
+        layers, weights = [], []
+        for layer in range(self.n_layers):
+            qkv, c_qkv = _linear(x, P[f"{layer}.W_QKV"])                    # (B, n, 3·h·d_k)
+            q, k, v = (_split(a, h) for a in np.split(qkv, 3, axis=-1))      # each (B, h, n, d_k)
+            o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
+                                               scale=self._attn_scale(self.d_k))
+            y, c_o = _linear(_merge(o), P[f"{layer}.W_O"])                  # (B, n, d_model)
+            x, c_res = bp.residual_forward(x, y)
+            layers.append((c_qkv, c_att, c_o, c_res))
+            weights.append(w)                                                # (B, h, n, n)
+        logits, c_u = _linear(x, P["W_U"])                                   # (B, n, n_classes)
+        return logits, weights, (c_emb, c_pos, layers, c_u)
+
+    def backward(self, dlogits, cache) -> dict:
+        c_emb, c_pos, layers, c_u = cache
+        h, g = self.n_heads, {}
+        dx, g["W_U"] = _linear_back(dlogits, c_u)
+        for layer in reversed(range(self.n_layers)):
+            c_qkv, c_att, c_o, c_res = layers[layer]
+            dx, dy = bp.residual_backward(dx, c_res)
+            do, g[f"{layer}.W_O"] = _linear_back(dy, c_o)
+            dq, dk, dv = bp.attention_backward(_split(do, h), c_att)
+            dqkv = np.concatenate([_merge(dq), _merge(dk), _merge(dv)], axis=-1)
+            dx_qkv, g[f"{layer}.W_QKV"] = _linear_back(dqkv, c_qkv)
+            dx = dx + dx_qkv
+        if self.positional != "none":
+            dx, dpe = bp.positional_backward(dx, c_pos)
+            if self.positional == "learned":
+                g["pos"] = dpe
+        g["embed"] = bp.embedding_backward(dx, c_emb)
+        return g
+
+    def loss_and_grads(self, batch: SequenceBatch):
+        logits, _, cache = self.forward(batch.tokens)
+        loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)
+        return loss, self.backward(dlogits, cache)
+
+    def loss(self, batch: SequenceBatch) -> float:
+        logits, _, _ = self.forward(batch.tokens)
+        return float(bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)[0])
+
+    def accuracy(self, batch: SequenceBatch) -> float:
+        """Share of the counted positions (``batch.mask``) where the top logit is the target."""
+        logits, _, _ = self.forward(batch.tokens)
+        right = (logits.argmax(-1) == batch.targets)[batch.mask]
+        return float(right.mean())
+
+    def accuracy_by_position(self, batch: SequenceBatch) -> np.ndarray:
+        """Accuracy at each position t, shape (n,); NaN where no position counts."""
+        logits, _, _ = self.forward(batch.tokens)
+        right = (logits.argmax(-1) == batch.targets) & batch.mask
+        counted = batch.mask.sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counted > 0, right.sum(0) / counted, np.nan)
+
+    def attention_maps(self, batch: SequenceBatch) -> np.ndarray:
+        """Every head's weights, shape (n_layers, B, h, n, n)."""
+        return np.stack(self.forward(batch.tokens)[1])
+
+    def projections(self, layer: int = 0) -> dict:
+        """W_Q, W_K, W_V (d_model, h·d_k) and W_O (h·d_k, d_model) of one layer (views)."""
+        W_Q, W_K, W_V = np.split(self.params[f"{layer}.W_QKV"], 3, axis=-1)
+        return {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "W_O": self.params[f"{layer}.W_O"]}
+
+    def evaluate(self, batch: SequenceBatch):
+        """Accuracy on ``batch`` and every head's weights for its first example, one forward.
+
+        Returns
+        -------
+        accuracy : float
+        maps : ndarray, shape (n_layers, h, n, n)
+        """
+        logits, weights, _ = self.forward(batch.tokens)
+        right = (logits.argmax(-1) == batch.targets)[batch.mask]
+        return float(right.mean()), np.stack([w[0] for w in weights])
+
+
+@dataclass
+class TrainingRun:
+    """What :func:`train` recorded.
+
+    Attributes
+    ----------
+    model : LibraryModel or AttentionOnlyModel
+        The trained model (its params after the last step).
+    loss : ndarray, shape (steps + 1,)
+        ``loss[s]``: the loss on a fresh batch with the parameters after ``s`` updates.
+    checkpoint_steps : ndarray of int, shape (C,)
+        Steps at which the rest was recorded, from 0 (before training) to ``steps``.
+    accuracy : ndarray, shape (C,)
+        Accuracy on the fixed evaluation batch at each checkpoint.
+    maps : ndarray, shape (C, n_layers, h, L, S)
+        Attention weights of the probe example (the evaluation batch's first) at each checkpoint.
+    seconds : float
+        Wall time of the training loop.
+    eval_batch : batch
+        The fixed batch behind ``accuracy`` and ``maps`` (the probe is its first example).
+    """
+
+    model: object
+    loss: np.ndarray
+    checkpoint_steps: np.ndarray
+    accuracy: np.ndarray
+    maps: np.ndarray
+    seconds: float
+    eval_batch: object = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.loss) - 1
+
+
+def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: int = 0,
+          eval_batch=None, n_checkpoints: int = 21, progress: bool | str = False,
+          threads: int | None = 1) -> TrainingRun:
+    """Adam on a fresh batch each step; record the loss and checkpoints.
+
+    Parameters
+    ----------
+    model : LibraryModel or AttentionOnlyModel
+        Trained in place.
+    make_batch : callable
+        ``make_batch(rng) -> batch``; called once per step with one seeded generator.
+    steps : int
+        Number of Adam updates.
+    lr : float
+        Adam's learning rate.
+    seed : int
+        Seeds the batches (the model has its own seed).
+    eval_batch : batch, optional
+        Fixed batch for accuracy and attention maps (default: ``make_batch`` with seed
+        ``seed + 10_000``).
+    n_checkpoints : int
+        How many evenly spaced checkpoints, the first at step 0 and the last at ``steps``.
+    progress : bool or str
+        Show a progress line; a string is its label.
+    threads : int or None
+        BLAS threads during training (None: leave as is). With matrices this small one thread
+        is usually faster than two (``benchmarks/training.py`` measures both).
+
+    Returns
+    -------
+    TrainingRun
+    """
+    steps = int(steps)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1; got {steps!r}")
+    rng = np.random.default_rng(seed)
+    if eval_batch is None:
+        eval_batch = make_batch(np.random.default_rng(seed + 10_000))
+    checkpoints = np.unique(np.linspace(0, steps, n_checkpoints).round().astype(int))
+    optimizer = Adam(model.params, lr=lr)
+    losses = np.empty(steps + 1)
+    accuracy, maps = [], []
+
+    def record():
+        acc, m = model.evaluate(eval_batch)
+        accuracy.append(acc)
+        maps.append(m)
+
+    label = progress if isinstance(progress, str) else ""
+    start = time.perf_counter()
+    limit = (threadpool_limits(threads, user_api="blas") if threads else contextlib.nullcontext())
+    with limit, ProgressLine(steps, label, enabled=bool(progress)) as bar:
+        for step in range(steps + 1):
+            if step in checkpoints:
+                record()
+            batch = make_batch(rng)
+            if step == steps:
+                losses[step] = model.loss(batch)
+                break
+            loss, grads = model.loss_and_grads(batch)
+            losses[step] = loss
+            optimizer.step(grads)
+            bar.update(step + 1, loss)
+    seconds = time.perf_counter() - start
+    return TrainingRun(model=model, loss=losses, checkpoint_steps=checkpoints,
+                       accuracy=np.array(accuracy), maps=np.stack(maps), seconds=seconds,
+                       eval_batch=eval_batch)

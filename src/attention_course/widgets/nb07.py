@@ -1,0 +1,228 @@
+"""Widget of notebook 07: watch attention form while a tiny model trains.
+
+A slider runs over the checkpoints a training run recorded (``tiny_model.train``): the left panel
+redraws the chosen head's attention weights on a fixed probe example at that moment, the right
+panel marks the moment on the loss curve. A dropdown picks the task (and with it the trained
+model), another the head, where the model has more than one.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+import ipywidgets as w
+import numpy as np
+from matplotlib import pyplot as plt
+
+from .. import plots
+from ..tasks import library_batch, previous_token_batch, previous_two_batch, repeat_batch
+from ..tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
+from ._base import Explorer, check_lang
+
+#: The tasks the explorer offers, in the notebook's order.
+TASKS = ("library", "previous", "repeat", "two_heads")
+
+TASK_NAMES = {
+    "library": {"zh": "图书馆查书（1 层 1 头）", "en": "library lookup (1 layer, 1 head)"},
+    "previous": {"zh": "前一个词（学出来的位置编码）", "en": "previous token (learned positions)"},
+    "repeat": {"zh": "接着重复（2 层）", "en": "continue the repeat (2 layers)"},
+    "two_heads": {"zh": "前两个词（2 个头）", "en": "two tokens back (2 heads)"},
+}
+
+TEXT = {
+    "zh": {
+        "progress": "训练进度 %",
+        "task": "任务",
+        "head": "头",
+        "query": "查询（提问的词）",
+        "key": "键（被看的词）",
+        "loss": "损失（每步一批）",
+        "step": "步",
+        "layer_head": "第 {layer} 层第 {head} 个头",
+        "map_title": "{where}，第 {step} 步",
+        "curve_title": "第 {step}/{steps} 步：损失 {loss:.2f}，准确率 {acc:.0%}",
+        "book": "书",
+        "query_label": "查 {key}",
+    },
+    "en": {
+        "progress": "training %",
+        "task": "task",
+        "head": "head",
+        "query": "query (word asking)",
+        "key": "key (word looked at)",
+        "loss": "loss (one batch per step)",
+        "step": "step",
+        "layer_head": "layer {layer}, head {head}",
+        "map_title": "{where}, step {step}",
+        "curve_title": "step {step}/{steps}: loss {loss:.2f}, accuracy {acc:.0%}",
+        "book": "book",
+        "query_label": "find {key}",
+    },
+}
+
+#: Key names of the library task: the letters A, B, C, ... (16 keys).
+KEY_NAMES = tuple(chr(ord("A") + i) for i in range(26))
+
+
+def heads_of(run: TrainingRun) -> list[tuple[int, int]]:
+    """(layer, head) of every attention map a run recorded, layer by layer."""
+    _, n_layers, n_heads = run.maps.shape[:3]
+    return [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+
+
+def probe_labels(run: TrainingRun, lang: str) -> tuple[list[str], list[str]]:
+    """Row (query) and column (key) labels of the probe example's attention map."""
+    text = TEXT[check_lang(lang)]
+    batch = run.eval_batch
+    if hasattr(batch, "query"):                       # the library: one query, a shelf of books
+        keys, values = batch.keys[0], batch.values[0]
+        cols = [f"{KEY_NAMES[k]}:{v}" for k, v in zip(keys, values, strict=True)]
+        return [text["query_label"].format(key=KEY_NAMES[batch.query[0]])], cols
+    tokens = [str(t) for t in batch.tokens[0]]
+    return tokens, tokens
+
+
+def checkpoint_view(run: TrainingRun, progress: int, head: int = 0) -> dict:
+    """What the explorer draws for one run at one point of its training.
+
+    Parameters
+    ----------
+    run : TrainingRun
+    progress : int
+        Percent of the training, 0-100; the nearest recorded checkpoint is shown.
+    head : int
+        Index into :func:`heads_of` (clamped to the heads the run has).
+
+    Returns
+    -------
+    dict
+        ``index`` (checkpoint), ``step``, ``steps``, ``map`` (L, S), ``layer``/``head``
+        (1-based), ``n_maps``, ``loss_at`` (the loss at that step), ``accuracy``, ``loss``
+        (the whole curve).
+    """
+    n = len(run.checkpoint_steps)
+    target = progress / 100 * run.steps
+    index = int(np.argmin(np.abs(run.checkpoint_steps - target)))
+    index = min(max(index, 0), n - 1)
+    where = heads_of(run)
+    head = min(max(int(head), 0), len(where) - 1)
+    layer_i, head_i = where[head]
+    step = int(run.checkpoint_steps[index])
+    return {"index": index, "step": step, "steps": run.steps,
+            "map": np.asarray(run.maps[index, layer_i, head_i], dtype=float),
+            "layer": layer_i + 1, "head": head_i + 1, "n_maps": len(where),
+            "loss_at": float(run.loss[step]), "accuracy": float(run.accuracy[index]),
+            "loss": run.loss}
+
+
+@lru_cache(maxsize=2)
+def default_runs(seed: int = 0) -> dict:
+    """The four training runs of notebook 07 with its settings (a few seconds on 2 cores)."""
+    lib = train(LibraryModel(seed=seed), partial(library_batch, batch_size=64), 60, lr=1e-2,
+                seed=seed, eval_batch=library_batch(seed + 1, 512))
+    prev = train(AttentionOnlyModel(16, d_model=32, positional="learned", max_len=10, seed=seed),
+                 partial(previous_token_batch, batch_size=32, length=10), 100, lr=1e-2,
+                 seed=seed, eval_batch=previous_token_batch(seed + 1, 512, length=10))
+    rep = train(AttentionOnlyModel(16, d_model=32, n_layers=2, positional="learned", max_len=20,
+                                   seed=seed),
+                partial(repeat_batch, batch_size=32, length=20), 300, lr=3e-3, seed=seed,
+                eval_batch=repeat_batch(seed + 1, 512, length=20))
+    two = train(AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=2, positional="learned",
+                                   max_len=10, seed=seed),
+                partial(previous_two_batch, batch_size=32, length=10), 150, lr=1e-2, seed=seed,
+                eval_batch=previous_two_batch(seed + 1, 512, length=10))
+    return {"library": lib, "previous": prev, "repeat": rep, "two_heads": two}
+
+
+class TrainingExplorer(Explorer):
+    """Checkpoint slider, task and head: the attention map sharpening as training goes on.
+
+    Parameters
+    ----------
+    lang : {"zh", "en"}
+    runs : dict of str to TrainingRun, optional
+        One run per task name of :data:`TASKS` (any subset, in any order); default
+        :func:`default_runs`, the notebook's settings.
+    task : str
+        Starting task.
+    head : int
+        Starting head, an index into :func:`heads_of` (0-based).
+    progress : int
+        Starting point, percent of training.
+
+    Attributes
+    ----------
+    data : dict
+        :func:`checkpoint_view` of the current setting plus ``task``, ``rows``, ``cols``.
+
+    Examples
+    --------
+    >>> ex = TrainingExplorer(lang="en", runs={"library": default_runs()["library"]})
+    >>> ex.data["step"], ex.data["map"].shape
+    (60, (1, 6))
+    >>> ex.compute(progress=0, task="library", head=0)["step"]
+    0
+    """
+
+    def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "repeat",
+                 head: int = 1, progress: int = 100):
+        check_lang(lang)
+        runs = dict(default_runs() if runs is None else runs)
+        unknown = set(runs) - set(TASKS)
+        if not runs or unknown:
+            raise ValueError(f"runs must map task names {TASKS} to TrainingRun; "
+                             f"got keys {sorted(runs)!r}")
+        if task not in runs:
+            task = next(t for t in TASKS if t in runs)
+        self.lang, self.runs = lang, runs
+        text = TEXT[lang]
+        options = [(TASK_NAMES[t][lang], t) for t in TASKS if t in runs]
+        controls = {
+            "progress": w.IntSlider(value=int(progress), min=0, max=100, step=5,
+                                    description=text["progress"], continuous_update=False,
+                                    style={"description_width": "initial"}),
+            "task": w.Dropdown(options=options, value=task, description=text["task"],
+                               layout=w.Layout(width="330px")),
+            "head": w.Dropdown(options=[("1", 0), ("2", 1)], value=1 if head else 0,
+                               description=text["head"], layout=w.Layout(width="140px")),
+        }
+        super().__init__(controls)
+        self._sync_head_control()
+
+    def _sync_head_control(self) -> None:
+        # A model with one attention map has no second head to pick.
+        self.controls["head"].disabled = len(heads_of(self.runs[self.controls["task"].value])) < 2
+
+    def _on_change(self, change) -> None:
+        self._sync_head_control()
+        super()._on_change(change)
+
+    def compute(self, progress: int, task: str, head: int) -> dict:
+        run = self.runs[task]
+        data = checkpoint_view(run, progress, head)
+        rows, cols = probe_labels(run, self.lang)
+        data.update(task=task, rows=rows, cols=cols)
+        return data
+
+    def draw(self, data: dict):
+        text = TEXT[self.lang]
+        L, S = data["map"].shape
+        fig, (ax_map, ax_loss) = plt.subplots(
+            1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.15, 1]})
+        where = text["layer_head"].format(layer=data["layer"], head=data["head"])
+        plots.heatmap(data["map"], data["rows"], data["cols"], ax=ax_map, vmin=0, vmax=1,
+                      annotate=L * S <= 64, xlabel=text["key"], ylabel=text["query"],
+                      title=text["map_title"].format(where=where, step=data["step"]))
+        loss = data["loss"]
+        ax_loss.plot(np.arange(len(loss)), loss, color="tab:blue", lw=1)
+        ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none", mec="black",
+                     mew=1.8)
+        ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
+        ax_loss.set_xlabel(text["step"])
+        ax_loss.set_ylabel(text["loss"])
+        ax_loss.set_ylim(0, max(float(np.max(loss)) * 1.05, 0.1))
+        ax_loss.set_title(text["curve_title"].format(step=data["step"], steps=data["steps"],
+                                                     loss=data["loss_at"], acc=data["accuracy"]))
+        fig.suptitle(TASK_NAMES[data["task"]][self.lang], fontsize=11)
+        fig.tight_layout()
+        return fig
