@@ -26,9 +26,13 @@ from .multihead import MultiHeadAttention
 #: Longest sentence the hand-made embeddings can place (one one-hot slot per position).
 MAX_LEN = 14
 
-# Columns of the hand-made embedding.
-_PRONOUN, _ANTECEDENT, _NOUN, _LAST = MAX_LEN, MAX_LEN + 1, MAX_LEN + 2, MAX_LEN + 3
+#: Columns of the hand-made embedding after the position one-hot (columns 0..MAX_LEN-1): the
+#: flags "I am the pronoun", "I am the noun it refers to", "I am a noun", "I am the last word".
+PRONOUN_COLUMN, ANTECEDENT_COLUMN, NOUN_COLUMN, LAST_COLUMN = MAX_LEN, MAX_LEN + 1, MAX_LEN + 2, MAX_LEN + 3
+_PRONOUN, _ANTECEDENT, _NOUN, _LAST = PRONOUN_COLUMN, ANTECEDENT_COLUMN, NOUN_COLUMN, LAST_COLUMN
 _FEATURES = MAX_LEN + 4
+#: The gap between the score of the key a hand-set head wants and the others, after the scale.
+SHARPNESS = 8.0
 
 #: The patterns a hand-set head can follow, in the order a growing layer adds them.
 PATTERNS = ("previous", "antecedent", "uniform", "next", "nouns", "first")
@@ -111,6 +115,20 @@ def _check_roles(roles, L):
     return pronoun, antecedent, nouns
 
 
+def head_gain(head_dim: int, sharpness: float = SHARPNESS) -> float:
+    """The entry written into W_Q and W_K where a query and a key should match.
+
+    A match contributes ``gain² / sqrt(head_dim)`` to the scaled score; the gain is chosen so that
+    this equals ``sharpness``.
+
+    Examples
+    --------
+    >>> round(head_gain(16, 8.0) ** 2 / np.sqrt(16), 6)
+    8.0
+    """
+    return float(np.sqrt(sharpness * np.sqrt(head_dim)))
+
+
 def _head_weights(pattern: str, E: int, D: int, gain: float):
     """Article-layout (E, D) query and key matrices and the query bias of one head."""
     W_q, W_k, b_q = np.zeros((E, D)), np.zeros((E, D)), np.zeros(D)
@@ -142,7 +160,7 @@ def _head_weights(pattern: str, E: int, D: int, gain: float):
 
 
 def hand_set_heads(tokens, roles, patterns=PATTERNS[:3], d_model: int = 96,
-                   sharpness: float = 8.0, seed: int = 0):
+                   sharpness: float = SHARPNESS, seed: int = 0):
     """A :class:`MultiHeadAttention` whose head ``h`` follows ``patterns[h]``, set by hand.
 
     Parameters
@@ -195,7 +213,7 @@ def hand_set_heads(tokens, roles, patterns=PATTERNS[:3], d_model: int = 96,
     if not (np.isfinite(sharpness) and sharpness > 0):
         raise ValueError(f"sharpness must be a positive number; got {sharpness!r}")
     x = hand_made_embeddings(tokens, roles, d_model, seed)
-    gain = np.sqrt(sharpness * np.sqrt(D))     # q·k = gain², scaled by 1/sqrt(D): sharpness
+    gain = head_gain(D, sharpness)
     per_head = [_head_weights(p, d_model, D, gain) for p in patterns]
     W_q = np.concatenate([w[0] for w in per_head], axis=1)   # (E, H*D): the heads side by side
     W_k = np.concatenate([w[1] for w in per_head], axis=1)   # (E, H*D)

@@ -19,28 +19,28 @@ D_MODEL = 96
 
 _TEXT = {
     "zh": {
-        "num_heads": "头数 H",
+        "num_heads": "头数 h",
         "head": "看第几个头",
         "average": "{H} 个头的平均（默认返回的权重）",
-        "head_title": "头 h={h}（共 {H} 个）：{name}",
+        "head_title": "头 {h}（共 {H} 个）：{name}",
         "query": "查询（提问的词）",
         "key": "键（被看的词）",
-        "suptitle": "{H} 个头 × 每头 {D} 维 = {E} 维；参数 {n:,} 个（与 H 无关）",
+        "suptitle": "{H} 个头 × 每头 {D} 维 = {E} 维；参数 {n:,} 个（与 h 无关）",
     },
     "en": {
-        "num_heads": "heads H",
+        "num_heads": "heads h",
         "head": "show head",
         "average": "average of {H} heads (the default weights returned)",
-        "head_title": "head h={h} of {H}: {name}",
+        "head_title": "head {h} of {H}: {name}",
         "query": "query (word asking)",
         "key": "key (word looked at)",
-        "suptitle": "{H} heads × {D} wide = {E}; {n:,} parameters (whatever H is)",
+        "suptitle": "{H} heads × {D} wide = {E}; {n:,} parameters (whatever h is)",
     },
 }
 
 
 class HeadExplorer(Explorer):
-    """Choose H (the first H hand-set patterns) and one head; see its weights and the average.
+    """Choose h (the first h hand-set patterns) and one head; see its weights and the average.
 
     Parameters
     ----------
@@ -111,7 +111,6 @@ class HeadExplorer(Explorer):
         ):
             plots.heatmap(matrix, tokens, tokens, ax=ax, title=title, vmax=1.0, fmt="{:.2f}",
                           annotate=len(tokens) <= 10, xlabel=text["key"], ylabel=text["query"])
-            ax.tick_params(axis="x", labelrotation=90)
         fig.suptitle(text["suptitle"].format(H=H, D=data["head_dim"], E=D_MODEL,
                                              n=data["num_parameters"]))
         fig.tight_layout()
