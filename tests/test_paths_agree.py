@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import attention_course.multihead as multihead
 from attention_course import fast_attention, online_softmax_attention, scaled_dot_product_attention
 
 PATHS = {
@@ -91,6 +92,25 @@ def assert_paths_agree(q, k, v, paths=tuple(PATHS), **kw):
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                    rtol=rtol, atol=atol, err_msg=f"path {name}")
     return want
+
+
+@pytest.fixture(params=list(PATHS))
+def mha_path(request, monkeypatch):
+    """Make MultiHeadAttention compute its heads with one path (its weights stay direct)."""
+    name = request.param
+    if name != "direct":
+        direct = multihead.scaled_dot_product_attention
+
+        def heads(q, k, v, attn_mask=None, is_causal=False, return_weights=False):
+            out = PATHS[name](q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+            if not return_weights:
+                return out
+            _, weights = direct(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                return_weights=True)
+            return out, weights
+
+        monkeypatch.setattr(multihead, "scaled_dot_product_attention", heads)
+    return name
 
 
 # ---------------------------------------------------------------- properties
