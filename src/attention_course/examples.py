@@ -99,3 +99,70 @@ def toy_embeddings(tokens, d_model: int, seed: int = 0) -> np.ndarray:
     table = rng.normal(scale=1 / np.sqrt(d_model), size=(len(vocab), d_model))
     index = {t: i for i, t in enumerate(vocab)}
     return table[[index[t] for t in tokens]]
+
+
+#: A hand-made embedding table in which context can really move a word's meaning (notebook 02).
+#: Every axis means something; every number was set by hand, none was learned. The ambiguous
+#: words (apple / 苹果, bank) sit half-way between their two senses. Chinese and English words
+#: of the same meaning share one row, so the table also serves cross-attention (translation).
+MEANING_AXES = {
+    "zh": ["食物", "科技", "河流", "金钱", "东西", "人", "虚词"],
+    "en": ["food", "tech", "river", "money", "thing", "person", "function word"],
+}
+_MEANING_ROWS = {
+    #           food tech river money thing person function
+    "i":        [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+    "ate":      [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "an":       [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    "a":        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    "the":      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    "apple":    [0.5, 0.5, 0.0, 0.0, 1.0, 0.0, 0.0],
+    "released": [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "phone":    [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+    "river":    [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+    "bank":     [0.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.0],
+    "flooded":  [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+    "lent":     [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+    "money":    [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0],
+}
+_MEANING_ROWS.update({"我": _MEANING_ROWS["i"], "吃": _MEANING_ROWS["ate"],
+                      "苹果": _MEANING_ROWS["apple"], "发布": _MEANING_ROWS["released"],
+                      "新机": _MEANING_ROWS["phone"]})
+
+#: Hand-made projections for the meaning table (d_model = 7, d_k = 2). Query axis 0: "a noun
+#: looking for the word that sets the topic"; key axis 0: "I set the topic" (verbs and topic
+#: nouns; a noun's own ``thing`` lowers it, so a verb sets the topic more than a noun does);
+#: axis 1: function words, which nobody here asks for.
+MEANING_W_Q = np.zeros((7, 2))
+MEANING_W_Q[4, 0] = 4.0                       # thing -> "which topic am I in?"
+MEANING_W_K = np.zeros((7, 2))
+MEANING_W_K[0:4, 0] = 1.0                     # food, tech, river, money -> "I set the topic"
+MEANING_W_K[4, 0] = -0.5                      # a noun sets it less than a verb
+MEANING_W_K[6, 1] = 1.0                       # function words
+#: The value hands over the embedding itself, so outputs can be read on the meaning axes.
+MEANING_W_V = np.eye(7)
+
+
+def meaning_embeddings(tokens) -> np.ndarray:
+    """Rows of the hand-made meaning table (:data:`MEANING_AXES`) for ``tokens``.
+
+    Parameters
+    ----------
+    tokens : sequence of str, length L
+        Words of :data:`APPLE` or :data:`BANK` (English looked up in lower case).
+
+    Returns
+    -------
+    ndarray, float64, shape (L, 7)
+
+    Examples
+    --------
+    >>> meaning_embeddings(["苹果"]).tolist() == meaning_embeddings(["Apple"]).tolist()
+    True
+    """
+    tokens = list(tokens)
+    missing = [t for t in tokens if t.lower() not in _MEANING_ROWS]
+    if missing:
+        raise ValueError(f"tokens {missing} are not in the meaning table; it holds "
+                         f"{sorted(_MEANING_ROWS)}")
+    return np.array([_MEANING_ROWS[t.lower()] for t in tokens], dtype=float)

@@ -7,6 +7,7 @@ DejaVu Sans, and any glyph DejaVu lacks is drawn from Noto Sans SC.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 
 import matplotlib
@@ -39,10 +40,32 @@ def use_cjk_font() -> str:
 use_cjk_font()
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _has_cjk(labels) -> bool:
+    return any(_CJK.search(str(t)) for t in labels)
+
+
+def _xtick_rotation(labels, rotation):
+    """Chinese labels always stay upright (turned, each character would lie on its side); long
+    Latin labels on a wide matrix are turned 90° so that they do not overlap."""
+    if rotation is not None:
+        return rotation
+    labels = [str(t) for t in labels]
+    if _has_cjk(labels):
+        return 0
+    return 90 if len(labels) > 6 and max(map(len, labels)) > 4 else 0
+
+
 def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
-            annotate: bool = True, cmap: str = "Blues", vmin: float = 0.0, vmax=None,
-            xlabel=None, ylabel=None, fmt: str = "{:.2f}"):
+            annotate: bool = True, cmap=None, vmin=None, vmax=None, diverging=None,
+            xlabel=None, ylabel=None, fmt: str = "{:.2f}", xtick_rotation=None):
     """Draw a matrix (usually attention weights: one row per query) with labelled axes.
+
+    Weights (never negative) are drawn from white to blue, starting at 0. Signed values (scores,
+    differences) are drawn with a diverging map centred on 0: blue below 0, white at 0, red above,
+    with a range symmetric about 0, so that a one-colour scale cannot make them read as "nothing".
 
     Parameters
     ----------
@@ -55,8 +78,19 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
     title, xlabel, ylabel : str, optional
     annotate : bool
         Write each value in its cell (skipped above 16×16, where it would be unreadable).
-    cmap, vmin, vmax, fmt
-        Colour map, colour range (``vmax`` defaults to the largest value) and number format.
+    cmap : str, optional
+        Colour map; default ``"Blues"``, or ``"RdBu_r"`` when diverging.
+    vmin, vmax : float, optional
+        Colour range. Default: 0 to the largest value; when diverging, ``-m`` to ``m`` with ``m``
+        the largest absolute value (or the largest of ``|vmin|``, ``|vmax|`` when given).
+    diverging : bool, optional
+        Force (True) or forbid (False) the diverging map; default: diverging whenever a value or
+        ``vmin`` is below 0.
+    fmt : str
+        Number format of the annotations.
+    xtick_rotation : float, optional
+        Angle of the column labels; default: upright for Chinese labels, 90° only for long Latin
+        labels on more than 6 columns.
 
     Returns
     -------
@@ -71,18 +105,31 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
             raise ValueError(f"{name} has {len(labels)} labels; the matrix has {n}")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * S + 1.8, 0.5 * L + 1.2))
-    top = float(np.nanmax(w)) if vmax is None and w.size else vmax
-    im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=top, aspect="auto")
+    finite = w[np.isfinite(w)]
+    signed = bool(finite.size and finite.min() < 0) or (vmin is not None and vmin < 0)
+    diverging = signed if diverging is None else bool(diverging)
+    if diverging:
+        m = max([abs(x) for x in (vmin, vmax) if x is not None]
+                + [float(np.abs(finite).max()) if finite.size else 1.0]) or 1.0
+        lo, hi = -m, m
+        cmap = cmap or "RdBu_r"
+    else:
+        lo = 0.0 if vmin is None else vmin
+        hi = (float(finite.max()) if finite.size else 1.0) if vmax is None else vmax
+        cmap = cmap or "Blues"
+    im = ax.imshow(w, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
     if row_labels is not None:
         ax.set_yticks(range(L), labels=list(row_labels))
     if col_labels is not None:
-        ax.set_xticks(range(S), labels=list(col_labels))
+        ax.set_xticks(range(S), labels=list(col_labels),
+                      rotation=_xtick_rotation(col_labels, xtick_rotation))
     if annotate and L <= 16 and S <= 16:
-        mid = (vmin + (top if top is not None else 1.0)) / 2
         for i in range(L):
             for j in range(S):
+                # dark cells get white text: far from 0 when diverging, above the middle otherwise
+                dark = (abs(w[i, j]) > 0.6 * hi) if diverging else (w[i, j] > (lo + hi) / 2)
                 ax.text(j, i, fmt.format(w[i, j]), ha="center", va="center", fontsize=8,
-                        color="white" if w[i, j] > mid else "black")
+                        color="white" if dark else "black")
     if title:
         ax.set_title(title)
     if xlabel:
@@ -96,6 +143,8 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
 def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=None,
              suptitle=None, figsize=None, **kwargs):
     """Several heatmaps side by side (for example one per head), sharing one colour range.
+
+    Signed matrices share one range symmetric about 0 (a diverging map, see :func:`heatmap`).
 
     Parameters
     ----------
@@ -124,7 +173,13 @@ def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=N
     if figsize is None:
         figsize = (ncols * (0.5 * S + 1.8), nrows * (0.45 * L + 1.3))
     fig, axes = plt.subplots(nrows, ncols, squeeze=False, figsize=figsize)
-    kwargs.setdefault("vmax", max(float(m.max()) for m in mats))
+    if min(float(np.nanmin(m)) for m in mats) < 0 or kwargs.get("vmin", 0) < 0:
+        # signed: one symmetric range about 0 for every panel
+        lim = max(float(np.nanmax(np.abs(m))) for m in mats)
+        kwargs.setdefault("vmax", lim)
+        kwargs.setdefault("vmin", -lim)
+    else:
+        kwargs.setdefault("vmax", max(float(np.nanmax(m)) for m in mats))
     for idx, ax in enumerate(axes.flat):
         if idx >= n:
             ax.axis("off")

@@ -1,9 +1,11 @@
 """Checks for the exercises of notebook 01 (the library analogy).
 
-Each check runs the learner's function on several inputs - the article's scores, batches of
-rows, logits large enough to overflow a naive ``exp``, shelves whose values are wider than their
-keys - and compares with the library (:func:`attention_course.softmax`,
-:func:`attention_course.scaled_dot_product_attention`).
+Each check runs the learner's function on inputs chosen so that the classic mistakes give a
+different answer: rows of very different scale (one maximum for the whole array instead of one
+per row), logits that overflow a naive ``exp``, float32 input, batches of rows, L ≠ S. Where an
+exercise asks the learner to write what the library already has, the check watches the calls made
+while the learner's function runs and fails if the library's function is called, whatever name it
+is bound to.
 """
 
 from __future__ import annotations
@@ -12,32 +14,47 @@ import numpy as np
 
 from .. import examples
 from ..attention import scaled_dot_product_attention
+from ..chunked import online_softmax_attention
+from ..fast import fast_attention
 from ..softmax import softmax
-from ._core import Case, check_function
+from ._core import Case, check_function, compare, fail, get_language, run_learner
 
 _rng = np.random.default_rng(2024)
 _MATRIX_3x4 = np.round(_rng.normal(size=(3, 4)) * 2, 2)
 _BATCH_2x3x5 = np.round(_rng.normal(size=(2, 3, 5)) * 2, 2)
-_SHELF_KEYS = np.round(_rng.normal(size=(6, 3)), 2)        # (S=6, E=3)
-_SHELF_VALUES = np.round(_rng.normal(size=(6, 2)), 2)      # (S=6, Ev=2)
-_SHELF_QUERIES = np.round(_rng.normal(size=(5, 3)), 2)  # (L=5, E=3)
+_SHELF_KEYS = np.round(_rng.normal(size=(6, 3)), 2)        # (S=6, d_k=3)
+_SHELF_VALUES = np.round(_rng.normal(size=(6, 2)), 2)      # (S=6, d_v=2)
+_SHELF_QUERIES = np.round(_rng.normal(size=(5, 3)), 2)     # (L=5, d_k=3)
 
-_SOFTMAX_HINT = {
-    "zh": "先从每一行减去该行的最大值再取 exp（softmax 结果不变，但 exp 不会溢出）；"
-          "沿最后一个轴求和，并用 keepdims=True 让形状能对齐。",
-    "en": "subtract each row's maximum before exp (the softmax does not change, but exp cannot "
-          "overflow); sum along the last axis with keepdims=True so the shapes line up.",
-}
+#: Rows whose scales differ by far more than exp can span: one shift for the whole array sends
+#: whole rows to exp(-1000) = 0, and 0 / 0 is NaN.
+_DIFFERENT_SCALES = np.array([[1000.0, 999.0, 998.0], [1.0, 0.0, -1.0], [-1000.0, -1001.0, -1002.0]])
 
 
+def _softmax_functions():
+    """The softmax functions a learner could call instead of writing one."""
+    found = [softmax]
+    try:                                   # SciPy is not a dependency of the course
+        from scipy.special import softmax as scipy_softmax
+        found.append(scipy_softmax)
+    except ImportError:                    # pragma: no cover - depends on the environment
+        pass
+    return tuple(found)
+
+
+#: Attention functions of the library that the soft lookup must not be.
+_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention)
+
+
+# --------------------------------------------------------------------------- exercise 1
 def check_stable_softmax(fn, *, lang: str | None = None) -> None:
     """Check a learner's ``stable_softmax(x)``: softmax along the last axis, overflow-safe.
 
     Parameters
     ----------
     fn : callable
-        ``fn(x) -> ndarray`` with ``x`` of shape (..., n); must match
-        ``attention_course.softmax(x, axis=-1)``.
+        ``fn(x) -> ndarray`` with ``x`` of shape (..., n); compared with the library's softmax
+        along the last axis. It must not call (or be) the library's softmax.
     lang : {"zh", "en"}, optional
         Language of the message (default: the one set with ``checks.set_language``).
 
@@ -45,14 +62,9 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
     ------
     CheckFailed
         On the first input where ``fn`` differs: the article's scores, equal scores, a single
-        score, a 3×4 matrix (one softmax per row), logits of ±1e4, logits all near -1e4, and a
-        (2, 3, 5) batch.
-
-    Examples
-    --------
-    >>> from attention_course import softmax
-    >>> check_stable_softmax(lambda x: softmax(x, axis=-1), lang="en")
-    ✓ stable softmax: all 7 cases pass
+        score, a 3×4 matrix (one softmax per row), logits of ±1e4, logits all near -1e4, a
+        (2, 3, 5) batch, rows of very different scale, and float32 rows (one of them with
+        logits that overflow float32's exp).
     """
     cases = [
         Case({"zh": "文章的分数 [0.5, 0.3, 1.2, 3.0]",
@@ -70,101 +82,167 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
              (np.array([-1e4, -1e4 + 1, -1e4 + 2]),)),
         Case({"zh": "形状 (2, 3, 5) 的一批分数", "en": "a batch of scores of shape (2, 3, 5)"},
              (_BATCH_2x3x5.copy(),)),
+        Case({"zh": "尺度相差很大的三行：[1000, 999, 998]、[1, 0, -1]、[-1000, -1001, -1002]",
+              "en": "three rows of very different scale: [1000, 999, 998], [1, 0, -1], "
+                    "[-1000, -1001, -1002]"},
+             (_DIFFERENT_SCALES.copy(),)),
+        Case({"zh": "float32 的文章分数", "en": "the article's scores in float32"},
+             (examples.IT_CAT_SCORES.astype(np.float32),)),
+        Case({"zh": "float32 的 logits [80, 90, 100]（float32 的 exp(100) 会溢出）",
+              "en": "float32 logits [80, 90, 100] (exp(100) overflows in float32)"},
+             (np.array([80.0, 90.0, 100.0], dtype=np.float32),)),
     ]
     check_function(fn, lambda x: softmax(x, axis=-1), cases,
                    name={"zh": "稳定的 softmax", "en": "stable softmax"},
-                   hint=_SOFTMAX_HINT, lang=lang)
+                   hint={"zh": "exp 会溢出，但给一行里的每个分数减去同一个数，softmax 不变。"
+                               "减哪个数才能让每一行都安全：整个数组的，还是每一行自己的？"
+                               "沿最后一个轴求和时，形状要能和原数组对齐。",
+                         "en": "exp overflows, but subtracting one number from every score of a row "
+                               "leaves its softmax unchanged. Which number keeps every row safe: "
+                               "one for the whole array, or one per row? When you sum along the "
+                               "last axis, keep a shape that lines up with the input."},
+                   forbidden=_softmax_functions(), lang=lang)
 
 
-def check_softmax_with_temperature(fn, *, lang: str | None = None) -> None:
-    """Check a learner's ``softmax_with_temperature(scores, T)``: softmax of ``scores / T``.
+# --------------------------------------------------------------------------- exercise 2
+_SCORES_FOR_NAME = {"zh": "把 softmax 倒过来", "en": "softmax run backwards"}
+_SCORES_FOR_HINT = {
+    "zh": "softmax 先取 exp 再除以总和；哪个运算能把 exp 撤销？给一行加上同一个数，权重不变，"
+          "所以可以把每一行挪到最大值为 0 的位置。批量输入时，每一行各挪各的。",
+    "en": "softmax takes exp, then divides by the total; which operation undoes exp? Adding one "
+          "number to a row leaves its weights alone, so each row can be shifted until its largest "
+          "score is 0. In a batch, each row gets its own shift.",
+}
+
+
+def _scores_for_cases():
+    w = examples.IT_CAT_ARTICLE_WEIGHTS
+    return [
+        Case({"zh": "文章的示意权重 [0.05, 0.04, 0.13, 0.78]",
+              "en": "the article's illustrative weights [0.05, 0.04, 0.13, 0.78]"}, (w.copy(),)),
+        Case({"zh": "平均分配 [0.25, 0.25, 0.25, 0.25]", "en": "an even split [0.25, 0.25, 0.25, 0.25]"},
+             (np.full(4, 0.25),)),
+        Case({"zh": "几乎全给一个词 [0.998, 0.001, 0.001]",
+              "en": "almost everything to one word [0.998, 0.001, 0.001]"},
+             (np.array([0.998, 0.001, 0.001]),)),
+        Case({"zh": "两行：[0.7, 0.2, 0.1] 和 [1e-6, 0.4999995, 0.4999995]",
+              "en": "two rows: [0.7, 0.2, 0.1] and [1e-6, 0.4999995, 0.4999995]"},
+             (np.array([[0.7, 0.2, 0.1], [1e-6, 0.5 - 5e-7, 0.5 - 5e-7]]),)),
+        Case({"zh": "float32 的文章示意权重", "en": "the article's illustrative weights in float32"},
+             (w.astype(np.float32),)),
+    ]
+
+
+def check_scores_for(fn, *, lang: str | None = None) -> None:
+    """Check a learner's ``scores_for(weights)``: scores whose softmax gives ``weights`` back.
 
     Parameters
     ----------
     fn : callable
-        ``fn(scores, T) -> ndarray``, softmax along the last axis; must match
-        ``attention_course.softmax(scores, temperature=T)``.
+        ``fn(weights) -> ndarray`` with ``weights`` of shape (..., n), rows positive and summing
+        to 1. The result must have the same shape, its softmax along the last axis must equal
+        ``weights``, and the largest score of every row must be 0.
     lang : {"zh", "en"}, optional
 
     Raises
     ------
     CheckFailed
-        On the first input where ``fn`` differs: T = 1, 0.5, 2, 0.001 (scores become 3000 -
-        an unshifted ``exp`` overflows) and a 2×4 matrix with T = 3.
+        On the first input where the shape, the softmax of the answer or the maxima of its rows
+        are wrong: the article's weights, an even split, a nearly one-hot row, two rows of very
+        different scale, and float32 weights.
+    """
+    lang = get_language(lang)
+    prefix = {"zh": {"softmax": "你的分数做完 softmax 后不等于这组权重：",
+                     "max": "每一行最大的分数应为 0："},
+              "en": {"softmax": "the softmax of your scores is not these weights: ",
+                     "max": "the largest score of each row should be 0: "}}[lang]
+    cases = _scores_for_cases()
+    for case in cases:
+        weights = case.args[0]
+        got = run_learner(fn, weights.copy(), name=_SCORES_FOR_NAME, label=case.label,
+                          hint=_SCORES_FOR_HINT, lang=lang)
+        reason = None
+        if np.shape(got) != weights.shape:
+            reason = {"zh": f"形状是 {np.shape(got)}，应为 {weights.shape}",
+                      "en": f"shape {np.shape(got)}, expected {weights.shape}"}[lang]
+        else:
+            got = np.asarray(got)
+            got = got if np.issubdtype(got.dtype, np.floating) else got.astype(float)
+            reason = compare(softmax(got, axis=-1), weights, lang=lang)
+            if reason is not None:
+                reason = prefix["softmax"] + reason
+            else:
+                top = got.max(axis=-1)                      # one maximum per row
+                top = float(top) if top.ndim == 0 else top
+                reason = compare(top, 0.0 if isinstance(top, float) else np.zeros_like(top), lang=lang)
+                reason = None if reason is None else prefix["max"] + reason
+        if reason is not None:
+            fail(_SCORES_FOR_NAME, case.label, reason, hint=_SCORES_FOR_HINT, lang=lang)
+    print({"zh": f"✓ {_SCORES_FOR_NAME['zh']}：{len(cases)} 个测试用例全部通过",
+           "en": f"✓ {_SCORES_FOR_NAME['en']}: all {len(cases)} cases pass"}[lang])
 
-    Examples
-    --------
-    >>> from attention_course import softmax
-    >>> check_softmax_with_temperature(lambda s, T: softmax(s, temperature=T), lang="en")
-    ✓ softmax with temperature: all 5 cases pass
+
+# --------------------------------------------------------------------------- exercise 3
+def _score_increase_reference(scores, k, target):
+    s = np.asarray(scores, dtype=float)
+    others = np.delete(s, k)
+    m = others.max()
+    # log-odds of word k: its score minus the log of the other words' total (no overflow)
+    log_odds = s[k] - (m + np.log(np.exp(others - m).sum()))
+    return float(np.log(target) - np.log1p(-target) - log_odds)
+
+
+def check_score_increase(fn, *, lang: str | None = None) -> None:
+    """Check a learner's ``score_increase(scores, k, target)``: how much score ``k`` must rise.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(scores, k, target) -> float`` with ``scores`` of shape (n,); after adding the
+        result to ``scores[k]``, the softmax weight of word ``k`` must be ``target``.
+    lang : {"zh", "en"}, optional
+
+    Raises
+    ------
+    CheckFailed
+        On the first input where ``fn`` differs from the exact increase: "cat" raised to 0.9,
+        "it" raised to 0.5, "cat" lowered to 0.5 (a negative answer), two equal scores, scores
+        near 1000 (a plain ``exp`` overflows), and float32 scores.
     """
     s = examples.IT_CAT_SCORES
     cases = [
-        Case({"zh": "T = 1，文章的分数", "en": "T = 1, the article's scores"}, (s.copy(), 1.0)),
-        Case({"zh": "T = 0.5（更尖锐）", "en": "T = 0.5 (sharper)"}, (s.copy(), 0.5)),
-        Case({"zh": "T = 2（更平缓）", "en": "T = 2 (flatter)"}, (s.copy(), 2.0)),
-        Case({"zh": "T = 0.001（几乎就是精确查找，分数变成 3000）",
-              "en": "T = 0.001 (almost an exact lookup; scores become 3000)"}, (s.copy(), 0.001)),
-        Case({"zh": "2×4 矩阵，T = 3", "en": "a 2×4 matrix, T = 3"},
-             (np.stack([s, s[::-1]]), 3.0)),
+        Case({"zh": "文章的分数，让“猫”（k = 3）的权重变成 0.9",
+              "en": "the article's scores, 'cat' (k = 3) to weight 0.9"}, (s.copy(), 3, 0.9)),
+        Case({"zh": "文章的分数，让“它”（k = 0）的权重变成 0.5",
+              "en": "the article's scores, 'it' (k = 0) to weight 0.5"}, (s.copy(), 0, 0.5)),
+        Case({"zh": "文章的分数，让“猫”（k = 3）的权重降到 0.5（答案为负）",
+              "en": "the article's scores, 'cat' (k = 3) down to weight 0.5 (a negative answer)"},
+             (s.copy(), 3, 0.5)),
+        Case({"zh": "两个相等的分数 [0, 0]，k = 0，权重 0.75",
+              "en": "two equal scores [0, 0], k = 0, weight 0.75"}, (np.zeros(2), 0, 0.75)),
+        Case({"zh": "接近 1000 的分数 [1000, 999, 998]，k = 2，权重 0.5",
+              "en": "scores near 1000 [1000, 999, 998], k = 2, weight 0.5"},
+             (np.array([1000.0, 999.0, 998.0]), 2, 0.5)),
+        Case({"zh": "float32 的文章分数，k = 1，权重 0.2",
+              "en": "the article's scores in float32, k = 1, weight 0.2"},
+             (s.astype(np.float32), 1, 0.2)),
     ]
-    check_function(fn, lambda x, T: softmax(x, temperature=T), cases,
-                   name={"zh": "带温度的 softmax", "en": "softmax with temperature"},
-                   hint={"zh": "温度是用来除分数的：softmax(scores / T)。T 越小越尖锐，"
-                               "T 越大越平缓；除完以后仍要减去最大值。",
-                         "en": "the temperature divides the scores: softmax(scores / T). A small "
-                               "T sharpens, a large T flattens; still subtract the maximum "
-                               "after dividing."},
+    check_function(fn, _score_increase_reference, cases,
+                   name={"zh": "分数要提高多少", "en": "how much to raise a score"},
+                   hint={"zh": "别忘了预算：第 k 个词的权重变大，其余的权重都会变小，所以不能只看"
+                               "它自己的权重涨了几倍。试着比较第 k 个词的权重和其余权重之和，"
+                               "分数加 δ 前后这个比值怎样变？分数很大时，也别让 exp 溢出。",
+                         "en": "remember the budget: as word k's weight grows, all the others shrink, "
+                               "so it is not enough to ask by what factor its own weight grows. "
+                               "Compare word k's weight with the total of the others: how does that "
+                               "ratio change when δ is added to score k? With large scores, do not "
+                               "let exp overflow."},
                    lang=lang)
 
 
-def _weight_ratio_reference(score_a, score_b):
-    # Two words inside a longer row: the other words' scores must not matter.
-    w = softmax(np.array([score_a, score_b, 0.3, -1.0]))
-    return float(w[0] / w[1])
-
-
-def check_weight_ratio(fn, *, lang: str | None = None) -> None:
-    """Check a learner's ``weight_ratio(score_a, score_b)``: how many times more weight a gets.
-
-    Parameters
-    ----------
-    fn : callable
-        ``fn(score_a, score_b) -> float``: the ratio of the softmax weights of two words in the
-        same row, whatever the other words' scores are.
-    lang : {"zh", "en"}, optional
-
-    Raises
-    ------
-    CheckFailed
-        On the first pair where ``fn`` differs from the ratio measured in a real softmax row:
-        猫 vs 一只 (3.0, 1.2), the reverse, equal scores, negative scores, and a zero score.
-
-    Examples
-    --------
-    >>> import math
-    >>> check_weight_ratio(lambda a, b: math.exp(a - b), lang="en")
-    ✓ ratio of two weights: all 5 cases pass
-    """
-    cases = [
-        Case({"zh": "「猫」3.0 对「一只」1.2", "en": "'cat' 3.0 vs 'a' 1.2"}, (3.0, 1.2)),
-        Case({"zh": "反过来：1.2 对 3.0", "en": "the other way round: 1.2 vs 3.0"}, (1.2, 3.0)),
-        Case({"zh": "相等的分数 2.0 对 2.0", "en": "equal scores 2.0 vs 2.0"}, (2.0, 2.0)),
-        Case({"zh": "负分数 -1.0 对 -2.5", "en": "negative scores -1.0 vs -2.5"}, (-1.0, -2.5)),
-        Case({"zh": "0.5 对 0.0", "en": "0.5 vs 0.0"}, (0.5, 0.0)),
-    ]
-    check_function(fn, _weight_ratio_reference, cases,
-                   name={"zh": "两个权重之比", "en": "ratio of two weights"},
-                   hint={"zh": "softmax 的分母对同一行里的每个词都一样，约掉它之后，比值只取决于"
-                               "两个分数之差。",
-                         "en": "the softmax denominator is the same for every word in a row; once "
-                               "it cancels, the ratio depends only on the difference of the two "
-                               "scores."},
-                   lang=lang)
-
-
+# --------------------------------------------------------------------------- exercise 4
 def _soft_lookup_reference(queries, keys, values):
-    return scaled_dot_product_attention(queries, keys, values, scale=1.0)     # (L, Ev)
+    return scaled_dot_product_attention(queries, keys, values, scale=1.0)     # (L, d_v)
 
 
 def check_soft_lookup(fn, *, lang: str | None = None) -> None:
@@ -173,38 +251,32 @@ def check_soft_lookup(fn, *, lang: str | None = None) -> None:
     Parameters
     ----------
     fn : callable
-        ``fn(queries, keys, values) -> ndarray`` with ``queries`` (L, E), ``keys`` (S, E) and
-        ``values`` (S, Ev), returning one blended note per question, (L, Ev). Scores are plain
-        dot products (no scaling), softmax runs over the S books of each question; must match
-        ``scaled_dot_product_attention(queries, keys, values, scale=1.0)``.
+        ``fn(queries, keys, values) -> ndarray`` with ``queries`` (L, d_k), ``keys`` (S, d_k)
+        and ``values`` (S, d_v), returning one blended note per question, (L, d_v). Scores are
+        plain dot products (no scaling) and the softmax runs over the S books of each question.
+        The function must contain no loop and must not call (or be) the library's attention.
     lang : {"zh", "en"}, optional
 
     Raises
     ------
     CheckFailed
         On the first shelf where ``fn`` differs: the course's shelf with its three questions,
-        one question alone (L = 1), values wider than the keys (Ev = 3, E = 2), a single book
-        (S = 1), questions whose scores reach 1500, and a seeded random shelf (L = 5, S = 6,
-        E = 3, Ev = 2).
-
-    Examples
-    --------
-    >>> from attention_course import softmax
-    >>> check_soft_lookup(lambda q, k, v: softmax(q @ k.T, axis=-1) @ v, lang="en")
-    ✓ soft lookup: all 6 cases pass
+        one question alone (L = 1), values wider than the keys, a single book (S = 1),
+        questions whose scores reach 1500, a seeded random shelf (L = 5, S = 6), and the course's
+        shelf in float32; or when the function loops or calls the library's attention.
     """
-    questions = np.array(list(examples.QUESTIONS["en"].values()))       # (L=3, E=4)
+    questions = np.array(list(examples.QUESTIONS["en"].values()))       # (L=3, d_k=4)
     keys, values = examples.BOOK_KEYS, examples.BOOK_VALUES
-    wide_keys = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])          # (S=3, E=2)
-    wide_values = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.0]])   # (S=3, Ev=3)
+    wide_keys = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])          # (S=3, d_k=2)
+    wide_values = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.0]])   # (S=3, d_v=3)
     cases = [
-        Case({"zh": "书架与它的三个问题（L = 3,S = 4）",
+        Case({"zh": "书架与它的三个问题（L = 3，S = 4）",
               "en": "the shelf with its three questions (L = 3, S = 4)"},
              (questions.copy(), keys.copy(), values.copy())),
-        Case({"zh": "只有一个问题「猫和量子物理」（L = 1，两本书并列第一）",
+        Case({"zh": "只有一个问题“猫和量子物理”（L = 1，两本书并列第一）",
               "en": "one question alone, 'Cats and quantum physics' (L = 1, two books tie)"},
              (questions[2:3].copy(), keys.copy(), values.copy())),
-        Case({"zh": "值比键宽：E = 2,Ev = 3", "en": "values wider than keys: E = 2, Ev = 3"},
+        Case({"zh": "值比键宽：d_k = 2，d_v = 3", "en": "values wider than keys: d_k = 2, d_v = 3"},
              (np.array([[1.0, 0.5], [-0.5, 2.0]]), wide_keys, wide_values)),
         Case({"zh": "书架上只有一本书（S = 1）", "en": "a shelf with a single book (S = 1)"},
              (np.array([[0.3, -0.2], [2.0, 1.0]]), np.array([[1.0, 2.0]]),
@@ -212,17 +284,19 @@ def check_soft_lookup(fn, *, lang: str | None = None) -> None:
         Case({"zh": "分数高达 1500 的问题（问题 × 500）",
               "en": "questions whose scores reach 1500 (questions × 500)"},
              (questions * 500, keys.copy(), values.copy())),
-        Case({"zh": "随机书架：L = 5,S = 6,E = 3,Ev = 2",
-              "en": "a random shelf: L = 5, S = 6, E = 3, Ev = 2"},
+        Case({"zh": "随机书架：L = 5，S = 6，d_k = 3，d_v = 2",
+              "en": "a random shelf: L = 5, S = 6, d_k = 3, d_v = 2"},
              (_SHELF_QUERIES.copy(), _SHELF_KEYS.copy(), _SHELF_VALUES.copy())),
+        Case({"zh": "float32 的书架与三个问题", "en": "the shelf and its three questions in float32"},
+             (questions.astype(np.float32), keys.astype(np.float32), values.astype(np.float32))),
     ]
     check_function(fn, _soft_lookup_reference, cases,
                    name={"zh": "软查找", "en": "soft lookup"},
-                   hint={"zh": "分数 = 每个问题和每个键的点积（不要缩放），每个问题在自己那一行的"
-                               "所有书上做 softmax(axis=-1)，再用权重去混合值（不是键）；"
-                               "每本书都算进去，不只是最好的那本。",
-                         "en": "scores = dot product of every question with every key (no "
-                               "scaling); softmax over each question's own row of books "
-                               "(axis=-1), then mix the values (not the keys) - every book "
-                               "counts, not only the best one."},
-                   lang=lang)
+                   hint={"zh": "一次矩阵乘法就能得到每个问题对每本书的分数（不要缩放），形状 (L, S)；"
+                               "每个问题只在自己那一行的书上分预算；最后混合的是值，不是键，"
+                               "而且每本书都算进去，不只是最好的那本。",
+                         "en": "one matrix product gives every question's score for every book (no "
+                               "scaling), of shape (L, S); each question spends its budget over its "
+                               "own row of books; what gets mixed is the values, not the keys, and "
+                               "every book counts, not only the best one."},
+                   forbidden=_ATTENTION_FUNCTIONS, no_loops=True, lang=lang)

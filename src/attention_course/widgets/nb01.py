@@ -22,7 +22,7 @@ from ._base import Explorer, check_lang
 _TEXT = {
     "zh": {
         "temperature": "温度 T",
-        "scores_title": "原始分数（「它」对每个词）",
+        "scores_title": "原始分数（“它”对每个词）",
         "weights_title": "softmax 权重（T = {t:.2f}，总和 = {total:.3f}）",
         "question": "问题",
         "soft": "软查找（softmax）",
