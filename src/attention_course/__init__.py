@@ -10,18 +10,40 @@ One module per idea, in the order of the notebooks:
 - :mod:`.positional` - sinusoidal and rotary positional encoding (05)
 - :mod:`.cost` and :mod:`.chunked` - the quadratic cost and exact chunked attention (06)
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
+- :mod:`.backprop`, :mod:`.optim`, :mod:`.gradcheck` - backward passes, Adam and gradient checks (07)
 - :mod:`.examples`, :mod:`.plots`, :mod:`.widgets`, :mod:`.checks` - shared course material
 
 Mask convention everywhere: a boolean mask is True where a position takes part.
 """
 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
+from .backprop import (
+    attention_backward,
+    attention_forward,
+    embedding_backward,
+    embedding_forward,
+    layernorm_backward,
+    layernorm_forward,
+    linear_backward,
+    linear_forward,
+    mha_backward,
+    mha_forward,
+    positional_backward,
+    positional_forward,
+    residual_backward,
+    residual_forward,
+    softmax_backward,
+    softmax_cross_entropy,
+    softmax_forward,
+)
 from .chunked import online_softmax_attention
 from .cost import attention_flops, attention_memory_bytes, max_length_for_memory
 from .decoding import attend_one, decode_causal, merge_softmax_states, softmax_state
 from .fast import fast_attention
+from .gradcheck import check_gradient, numerical_gradient, relative_error
 from .grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from .multihead import MultiHeadAttention, merge_heads, multi_head_attention_reference, split_heads
+from .optim import Adam
 from .positional import alibi_bias, apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
 from .projections import cosine_similarity, plane_rotation, project_qkv
 from .softmax import softmax
@@ -29,8 +51,31 @@ from .softmax import softmax
 __version__ = "0.1.0"
 
 __all__ = [
+    "Adam",
     "GroupedQueryAttention",
     "MultiHeadAttention",
+    # backward passes, Adam and gradient checks (07)
+    "attention_backward",
+    "attention_forward",
+    "check_gradient",
+    "embedding_backward",
+    "embedding_forward",
+    "layernorm_backward",
+    "layernorm_forward",
+    "linear_backward",
+    "linear_forward",
+    "mha_backward",
+    "mha_forward",
+    "numerical_gradient",
+    "positional_backward",
+    "positional_forward",
+    "relative_error",
+    "residual_backward",
+    "residual_forward",
+    "softmax_backward",
+    "softmax_cross_entropy",
+    "softmax_forward",
+    # the rest of the library
     "alibi_bias",
     "apply_rotary",
     "attend_one",

@@ -56,24 +56,32 @@ def numerical_gradient(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6)
     grad = np.zeros(x.shape, dtype=np.float64)
     for i in np.ndindex(x.shape):
         old = x[i]
-        x[i] = old + eps
-        up = float(f())
-        x[i] = old - eps
-        down = float(f())
-        x[i] = old                                       # restore exactly, not by adding eps back
+        try:
+            x[i] = old + eps
+            up = float(f())
+            x[i] = old - eps
+            down = float(f())
+        finally:
+            x[i] = old                                   # restore exactly, even if f raised
         grad[i] = (up - down) / (2 * eps)
     return grad
 
 
-def relative_error(a, b) -> float:
-    """Largest elementwise relative difference, ``max |a - b| / max(1e-12, |a| + |b|)``.
+def relative_error(a, b, floor: float = 1e-12) -> float:
+    """Largest elementwise relative difference, ``max |a - b| / max(floor, |a| + |b|)``.
 
     Relative, because a gradient of size 1e3 that is off by 1e-6 is right while one of size 1e-6
-    that is off by 1e-6 is wrong. The floor of 1e-12 keeps two exact zeros from giving 0/0.
+    that is off by 1e-6 is wrong. The floor keeps two exact zeros from giving 0/0.
 
     Parameters
     ----------
     a, b : array_like, same shape
+    floor : float
+        Entries with ``|a| + |b|`` below it are compared absolutely (their error is divided by
+        ``floor``). Finite differences in float64 resolve a gradient only to about 1e-10 of the
+        loss, so a gradient that is zero in exact arithmetic (for example that of the key bias,
+        which shifts every score of a row alike) comes out as rounding noise of 1e-16 on one
+        side and 1e-12 on the other: raise the floor (say to 1e-5) when such entries occur.
 
     Returns
     -------
@@ -86,6 +94,9 @@ def relative_error(a, b) -> float:
     0.0
     >>> relative_error(np.array([2.0]), np.array([-2.0]))
     1.0
+    >>> tiny, zero = np.array([1e-16]), np.array([0.0])     # rounding noise against an exact 0
+    >>> relative_error(tiny, zero), relative_error(tiny, zero, floor=1e-5)
+    (0.0001, 1e-11)
     """
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
@@ -93,11 +104,13 @@ def relative_error(a, b) -> float:
         raise ValueError(f"a and b must have the same shape; got a {a64.shape} and b {b64.shape}")
     if a64.size == 0:
         return 0.0
-    return float(np.max(np.abs(a64 - b64) / np.maximum(1e-12, np.abs(a64) + np.abs(b64))))
+    if not (np.isscalar(floor) and np.isfinite(floor) and floor > 0):
+        raise ValueError(f"floor must be a positive number; got floor={floor!r}")
+    return float(np.max(np.abs(a64 - b64) / np.maximum(floor, np.abs(a64) + np.abs(b64))))
 
 
 def check_gradient(forward_scalar: Callable[[], float], x: np.ndarray, analytic,
-                   eps: float = 1e-6) -> float:
+                   eps: float = 1e-6, floor: float = 1e-12) -> float:
     """Relative error between an analytic gradient and the numerical one.
 
     Parameters
@@ -109,6 +122,9 @@ def check_gradient(forward_scalar: Callable[[], float], x: np.ndarray, analytic,
     analytic : ndarray, shape of ``x``
         The gradient from a backward pass.
     eps : float
+        The nudge of :func:`numerical_gradient`.
+    floor : float
+        The floor of :func:`relative_error`.
 
     Returns
     -------
@@ -127,4 +143,4 @@ def check_gradient(forward_scalar: Callable[[], float], x: np.ndarray, analytic,
     analytic = np.asarray(analytic)
     if analytic.shape != np.shape(x):
         raise ValueError(f"analytic has shape {analytic.shape}; it must have the shape of x, {np.shape(x)}")
-    return relative_error(analytic, numerical_gradient(forward_scalar, x, eps))
+    return relative_error(analytic, numerical_gradient(forward_scalar, x, eps), floor=floor)
