@@ -93,7 +93,7 @@ def _is_repr(text: str, m: re.Match) -> bool:
 
 # --- rules --------------------------------------------------------------------------------------
 
-def newline_breaks(markdown: str, where: str) -> list[Finding]:
+def newline_breaks(markdown: str, where: str, line_numbers: bool = False) -> list[Finding]:
     text = prose(markdown, code=CODE, math=MATH)
     lines = text.split("\n")
     found = []
@@ -102,7 +102,8 @@ def newline_breaks(markdown: str, where: str) -> list[Finding]:
         previous = lines[line_no].lstrip()
         if previous.startswith(("#", "|")):         # a heading or a table row ends at its newline
             continue
-        found.append(Finding(where, "newline inside a paragraph", snippet(text, m.start(), m.end())))
+        found.append(Finding(f"{where}:{line_no + 1}" if line_numbers else where,
+                             "newline inside a paragraph", snippet(text, m.start(), m.end())))
     return found
 
 
@@ -190,7 +191,8 @@ def source_findings(path: Path) -> dict[str, list[Finding]]:
 def readme_findings() -> dict[str, list[Finding]]:
     raw = README.read_text(encoding="utf-8")
     text = prose(raw, code=CODE, math=MATH)
-    found = {"newline": newline_breaks(raw, "README.md"), "punctuation": [], "quotes": [], "glossary": []}
+    found = {"newline": newline_breaks(raw, "README.md", line_numbers=True),
+             "punctuation": [], "quotes": [], "glossary": []}
     for n, line in enumerate(text.split("\n"), start=1):
         if not CJK.search(line):
             continue
