@@ -1,4 +1,12 @@
-"""Notebook 03: its exercise checks decide, and its widget reacts to its controls."""
+"""Notebook 03: its exercise checks decide, and its widget reacts to its controls.
+
+For every check: it passes on the notebook's solution (both languages) and on other correct
+answers (float32 throughout, einsum, loops, lists), lets the stub's NotImplementedError through,
+fails on every classic mistake with a message that names the input (and the mistake when it
+recognises it), and fails when the answer is, or calls, a function the exercise forbids.
+"""
+
+import functools
 
 import numpy as np
 import pytest
@@ -7,11 +15,18 @@ from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
-from attention_course import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from attention_course import (
+    causal_mask,
+    fast_attention,
+    online_softmax_attention,
+    padding_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb03 as checks
 from attention_course.widgets import nb03 as widgets
-from notebook_tools import load_solutions, stub
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "03_scaled_dot_product.ipynb"
 
@@ -21,24 +36,17 @@ def solutions(request):
     return load_solutions(NAME, lang=request.param)
 
 
-def fails(check, learner, lang="en"):
-    """The CheckFailed message a check raises on ``learner`` (the test fails if none is raised)."""
-    with pytest.raises(CheckFailed) as info:
-        check(learner, lang=lang)
-    return str(info.value)
-
-
 def swap(a):
     return np.swapaxes(a, -1, -2)
 
 
-# --- every check: passes the notebook's solution, lets the stub's error through -------------
+# --- every check: the solution passes in one line, the stub's error goes through ----------------
 
 CHECKS = [
     ("my_attention", checks.check_attention),
     ("my_causal_mask", checks.check_causal_mask),
     ("my_padding_mask", checks.check_padding_mask),
-    ("stable_softmax", checks.check_stable_softmax),
+    ("score_scale", checks.check_score_scale),
 ]
 
 
@@ -55,181 +63,256 @@ def test_check_lets_the_stub_error_through(name, check):
         check(stub, lang="en")
 
 
-def test_check_refuses_something_that_is_not_a_function():
-    assert "expected a function" in fails(checks.check_attention, 42)
+@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
+def test_check_refuses_something_that_is_not_a_function(name, check):
+    assert "expected a function" in failure(check, 42)
 
 
-# --- exercise 1: attention --------------------------------------------------------------------
-
-def test_attention_catches_the_missing_scale():
-    msg = fails(checks.check_attention, lambda q, k, v: softmax(q @ swap(k)) @ v)
-    assert "L = S = 3 positions" in msg
-    assert "without the 1/√d_k scale" in msg
+def test_check_messages_in_chinese():
+    msg = failure(checks.check_attention, lambda q, k, v, mask=None: q, lang="zh")
+    assert "练习 1" in msg and "输入：" in msg and "提示：" in msg
 
 
-def test_attention_catches_dividing_by_d_k():
-    msg = fails(checks.check_attention, lambda q, k, v: softmax(q @ swap(k) / q.shape[-1]) @ v)
-    assert "divides the scores by d_k" in msg
+# --- exercise 1: attention with a mask ---------------------------------------------------------
+
+def masked_softmax(scores, mask, fill=-np.inf, shift="row", guard=True, axis=-1):
+    if mask is not None:
+        scores = np.where(mask, scores, fill)
+    m = scores.max(axis=axis, keepdims=True) if shift == "row" else scores.max()
+    if guard:
+        m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(scores - m)
+    t = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, t, out=np.zeros_like(e), where=t > 0) if guard else e / t
 
 
-def test_attention_catches_softmax_over_the_wrong_axis():
-    msg = fails(checks.check_attention,
-                lambda q, k, v: softmax(q @ swap(k) / np.sqrt(q.shape[-1]), axis=-2) @ v)
-    assert "wrong axis" in msg
+def attention_with(transform=lambda q, k: q @ swap(k) / float(np.sqrt(q.shape[-1])), **kw):
+    def learner(q, k, v, mask=None):
+        return masked_softmax(transform(q, k), mask, **kw) @ v
+    return learner
 
 
-def test_attention_catches_k_not_transposed():
-    msg = fails(checks.check_attention, lambda q, k, v: softmax(q @ k / np.sqrt(k.shape[-1])) @ v)
-    assert "L = S = 3 positions" in msg and "raised ValueError" in msg
-    assert "q @ k instead of q @ kᵀ" in msg
+def test_other_correct_answers_pass(capsys):
+    def einsum(q, k, v, mask=None):
+        s = np.einsum("...ld,...sd->...ls", q, k) * q.dtype.type(1 / np.sqrt(q.shape[-1]))
+        return np.einsum("...ls,...sd->...ld", masked_softmax(s, mask), v)
+
+    def loops(q, k, v, mask=None):                       # one query at a time, in Python
+        out = np.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+        m = np.ones(q.shape[:-1] + (k.shape[-2],), bool) if mask is None else np.broadcast_to(
+            mask, q.shape[:-1] + (k.shape[-2],))
+        for idx in np.ndindex(*q.shape[:-1]):
+            batch = idx[:-1]
+            s = np.array([float(q[idx] @ k[batch + (j,)]) for j in range(k.shape[-2])])
+            s = s / np.sqrt(q.shape[-1])
+            s[~m[idx]] = -np.inf
+            if np.isfinite(s).any():
+                w = np.exp(s - s.max())
+                out[idx] = (w / w.sum()) @ v[batch]
+        return out
+
+    def in_float32(q, k, v, mask=None):                  # computes in the inputs' dtype throughout
+        scale = np.asarray(1 / np.sqrt(q.shape[-1]), dtype=q.dtype)
+        return (masked_softmax(q @ swap(k) * scale, mask) @ v).astype(q.dtype)
+
+    for learner in (einsum, loops, in_float32, attention_with()):
+        checks.check_attention(learner, lang="en")
+    assert capsys.readouterr().out.count("✓") == 4
 
 
-def test_attention_catches_transpose_of_all_axes_on_a_batch():
-    # .T is right for a matrix and wrong for (B, H, S, E): only the batch case can see it.
-    msg = fails(checks.check_attention, lambda q, k, v: softmax(q @ k.T / np.sqrt(q.shape[-1])) @ v)
-    assert "leading batch axes" in msg
-    assert "np.swapaxes(k, -1, -2)" in msg
+@pytest.mark.parametrize("learner, words", [
+    (attention_with(lambda q, k: q @ swap(k)), "without the 1/√d_k scale"),
+    (attention_with(lambda q, k: q @ swap(k) / q.shape[-1]), "divides the scores by d_k"),
+    (attention_with(axis=-2), "wrong axis"),
+    (attention_with(lambda q, k: q @ k / np.sqrt(q.shape[-1])), "instead of by k transposed"),
+    (attention_with(fill=-1e9), "large negative number"),
+    (attention_with(guard=False), "-inf minus -inf"),
+    (attention_with(shift="global"), "maximum of the whole array"),
+], ids=["no scale", "divide by d_k", "wrong axis", "q@k", "fill -1e9", "no guard", "global max"])
+def test_attention_names_each_classic_mistake(learner, words):
+    assert words in failure(checks.check_attention, learner)
 
 
-def test_attention_message_in_chinese():
-    msg = fails(checks.check_attention, lambda q, k, v: softmax(q @ swap(k)) @ v, lang="zh")
-    assert "L = S = 3 个位置" in msg and "没有除以 √d_k" in msg
+def test_attention_catches_the_inverted_mask():
+    def inverted(q, k, v, mask=None):
+        return masked_softmax(q @ swap(k) / np.sqrt(q.shape[-1]), None if mask is None else ~mask) @ v
+    assert "wrong way round" in failure(checks.check_attention, inverted)
+
+
+def test_attention_catches_the_mask_applied_after_the_softmax():
+    def after(q, k, v, mask=None):
+        w = softmax(q @ swap(k) / np.sqrt(q.shape[-1]))
+        return (w if mask is None else w * mask) @ v
+    # softmax is forbidden, so write the softmax out for this mistake
+    def after_own(q, k, v, mask=None):
+        w = masked_softmax(q @ swap(k) / np.sqrt(q.shape[-1]), None)
+        return (w if mask is None else w * mask) @ v
+    assert "after the softmax" in failure(checks.check_attention, after_own)
+    assert "softmax" in failure(checks.check_attention, after)
+
+
+def test_attention_catches_the_transpose_of_all_axes_on_a_batch():
+    msg = failure(checks.check_attention, attention_with(lambda q, k: q @ k.T / np.sqrt(q.shape[-1])))
+    assert "batch axes" in msg
+
+
+def test_attention_catches_float32_promoted_to_float64():
+    msg = failure(checks.check_attention, attention_with(lambda q, k: q @ swap(k) / np.sqrt(q.shape[-1])))
+    assert "float32" in msg and "dtype float64, expected float32" in msg and "promotes" in msg
+
+
+def test_attention_catches_a_mask_that_is_ignored():
+    msg = failure(checks.check_attention, lambda q, k, v, mask=None: attention_with()(q, k, v))
+    assert "causal mask" in msg
+
+
+@pytest.mark.parametrize("forbidden", [
+    scaled_dot_product_attention,
+    lambda q, k, v, mask=None: scaled_dot_product_attention(q, k, v, attn_mask=mask),
+    lambda q, k, v, mask=None: fast_attention(q, k, v, attn_mask=mask),
+    lambda q, k, v, mask=None: online_softmax_attention(q, k, v, attn_mask=mask),
+    lambda q, k, v, mask=None: softmax(np.where(mask, q @ swap(k), -np.inf) / np.sqrt(q.shape[-1])
+                                       if mask is not None else q @ swap(k) / np.sqrt(q.shape[-1])) @ v,
+    functools.partial(scaled_dot_product_attention),
+], ids=["is sdpa", "calls sdpa", "fast", "online", "softmax", "partial"])
+def test_attention_refuses_the_library_under_any_name(forbidden):
+    msg = failure(checks.check_attention, forbidden)
+    assert "asks you not to use" in msg
+
+
+def test_attention_refuses_a_renamed_softmax():
+    my_softmax = softmax
+
+    def learner(q, k, v, mask=None):
+        s = q @ swap(k) / float(np.sqrt(q.shape[-1]))
+        return my_softmax(s if mask is None else np.where(mask, s, -np.inf)) @ v
+    assert "softmax" in failure(checks.check_attention, learner)
 
 
 # --- exercise 2: causal mask ------------------------------------------------------------------
 
-def test_causal_catches_the_upper_triangle():
-    msg = fails(checks.check_causal_mask, lambda L, S: np.triu(np.ones((L, S), dtype=bool)))
-    assert "L = S = 4" in msg and "upper triangle" in msg
+def test_causal_other_correct_answers_pass(capsys):
+    checks.check_causal_mask(lambda L, S: np.tril(np.ones((L, S), dtype=bool)), lang="en")
+    checks.check_causal_mask(lambda L, S: [[j <= i for j in range(S)] for i in range(L)], lang="en")
+    assert capsys.readouterr().out.count("✓") == 2
 
 
-def test_causal_catches_true_meaning_blocked():
-    msg = fails(checks.check_causal_mask, lambda L, S: ~causal_mask(L, S))
-    assert "L = S = 4" in msg and "exactly inverted" in msg
+@pytest.mark.parametrize("learner, words", [
+    (lambda L, S: np.triu(np.ones((L, S), dtype=bool)), "upper triangle"),
+    (lambda L, S: ~causal_mask_ref(L, S), "exactly inverted"),
+    (lambda L, S: np.tri(L, S, k=-1, dtype=bool), "masks the diagonal"),
+    (lambda L, S: np.tri(L, S, k=S - L, dtype=bool), "bottom-right"),
+    (lambda L, S: np.tri(L, S), "not bool"),
+    (lambda L, S: np.tri(L, S, dtype=int), "not bool"),
+    (lambda L, S: np.tril(np.ones((L, L), dtype=bool)), "shape"),
+], ids=["upper", "inverted", "diagonal", "bottom-right", "float", "int", "square"])
+def test_causal_names_each_classic_mistake(learner, words):
+    assert words in failure(checks.check_causal_mask, learner)
 
 
-def test_causal_catches_a_blocked_diagonal():
-    msg = fails(checks.check_causal_mask, lambda L, S: np.tri(L, S, k=-1, dtype=bool))
-    assert "blocks the diagonal" in msg
+def causal_mask_ref(L, S):
+    return np.arange(S)[None, :] <= np.arange(L)[:, None]
 
 
-def test_causal_catches_a_triangle_aligned_bottom_right():
-    # Right whenever L == S, so only the L != S cases can see it.
-    msg = fails(checks.check_causal_mask, lambda L, S: np.tri(L, S, k=S - L, dtype=bool))
-    assert "L = 3 queries, S = 5 keys (L < S)" in msg
-    assert "bottom-right" in msg
-
-
-def test_causal_catches_a_square_mask_when_l_differs_from_s():
-    msg = fails(checks.check_causal_mask, lambda L, S: causal_mask(L))
-    assert "(L < S)" in msg and "shape (3, 3), expected (3, 5)" in msg
-
-
-def test_causal_catches_a_float_mask():
-    msg = fails(checks.check_causal_mask, lambda L, S: np.tri(L, S))
-    assert "L = S = 4" in msg and "dtype is not bool" in msg
-
-
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(i=st.integers(0, 3), j=st.integers(0, 3))
 def test_causal_catches_any_single_wrong_entry(i, j):
-    def one_off(L, S):
-        m = causal_mask(L, S)
-        m[i % L, j % S] = ~m[i % L, j % S]
+    def one_wrong(L, S):
+        m = causal_mask_ref(L, S)
+        if L == S == 4:
+            m[i, j] = ~m[i, j]
         return m
-    msg = fails(checks.check_causal_mask, one_off)
-    assert "L = S = 4" in msg
+    msg = failure(checks.check_causal_mask, one_wrong)
+    assert f"index ({i}, {j})" in msg and "True" in msg and "False" in msg
+
+
+def test_causal_refuses_the_library_under_any_name():
+    cm = causal_mask
+    assert "asks you not to use" in failure(checks.check_causal_mask, cm)
+    assert "asks you not to use" in failure(checks.check_causal_mask, lambda L, S: cm(L, S))
 
 
 # --- exercise 3: padding mask -----------------------------------------------------------------
 
-def test_padding_catches_off_by_one_letting_padding_in():
-    msg = fails(checks.check_padding_mask,
-                lambda lengths, S: (np.arange(S) <= np.asarray(lengths)[:, None])[:, None, :])
-    assert "lengths = [3, 1], S = 4" in msg and "Off by one" in msg
+def test_padding_other_correct_answers_pass(capsys):
+    checks.check_padding_mask(
+        lambda lengths, S: [[[j < n for j in range(S)]] for n in lengths], lang="en")
+    checks.check_padding_mask(
+        lambda lengths, S: (np.arange(S) < np.reshape(lengths, (-1, 1, 1))), lang="en")
+    assert capsys.readouterr().out.count("✓") == 2
 
 
-def test_padding_catches_off_by_one_blocking_the_last_word():
-    msg = fails(checks.check_padding_mask,
-                lambda lengths, S: (np.arange(S) < np.asarray(lengths)[:, None] - 1)[:, None, :])
-    assert "lengths = [3, 1], S = 4" in msg and "block the last real word" in msg
+@pytest.mark.parametrize("learner, words", [
+    (lambda n, S: (np.arange(S) <= np.asarray(n)[:, None])[:, None, :], "let one padding position in"),
+    (lambda n, S: (np.arange(S) < np.asarray(n)[:, None] - 1)[:, None, :], "mask the last real word"),
+    (lambda n, S: (np.arange(S) >= np.asarray(n)[:, None])[:, None, :], "inverted"),
+    (lambda n, S: np.arange(S) < np.asarray(n)[:, None], "(B, S)"),
+    (lambda n, S: (np.arange(S) < np.asarray(n)[:, None])[:, None, :].astype(int), "not bool"),
+    (lambda n, S: (np.arange(S) < np.maximum(np.asarray(n), 1)[:, None])[:, None, :], "empty sentence"),
+    (lambda n, S: (np.arange(S) < n[:, None])[:, None, :], "Python list"),
+], ids=["<=", "n-1", "inverted", "no middle axis", "int", "empty as 1", "list input"])
+def test_padding_names_each_classic_mistake(learner, words):
+    assert words in failure(checks.check_padding_mask, learner)
 
 
-def test_padding_catches_the_inverted_mask():
-    msg = fails(checks.check_padding_mask, lambda lengths, S: ~padding_mask(lengths, S))
-    assert "inverted" in msg
+def test_padding_refuses_the_library_under_any_name():
+    pm = padding_mask
+    assert "asks you not to use" in failure(checks.check_padding_mask, pm)
+    assert "asks you not to use" in failure(checks.check_padding_mask, lambda n, S: pm(np.asarray(n), S))
 
 
-def test_padding_catches_the_missing_query_axis():
-    msg = fails(checks.check_padding_mask, lambda lengths, S: padding_mask(lengths, S)[:, 0, :])
-    assert "shape (2, 4), expected (2, 1, 4)" in msg and "(B, 1, S)" in msg
+# --- exercise 4: the scale for variance σ² ----------------------------------------------------
+
+def test_scale_other_correct_answers_pass(capsys):
+    checks.check_score_scale(lambda d, var: 1 / np.sqrt(d * var**2), lang="en")
+    checks.check_score_scale(lambda d, var: float(np.float32(1.0) / (var * np.sqrt(d))), lang="en")
+    checks.check_score_scale(lambda d, var: d ** -0.5 / var, lang="en")
+    assert capsys.readouterr().out.count("✓") == 3
 
 
-def test_padding_catches_an_empty_sentence_treated_as_length_one():
-    def at_least_one(lengths, S):
-        return padding_mask(np.maximum(np.asarray(lengths), 1), S)
-    msg = fails(checks.check_padding_mask, at_least_one, lang="zh")
-    assert "有一个空句子" in msg
+@pytest.mark.parametrize("learner", [
+    lambda d, var: 1 / np.sqrt(d),                 # ignores σ²
+    lambda d, var: 1 / np.sqrt(d * var),           # divides by σ, not σ²
+    lambda d, var: 1 / (var * d),                  # d_k instead of √d_k
+    lambda d, var: var * np.sqrt(d),               # multiplies instead of divides
+    lambda d, var: 1 / (var**2 * np.sqrt(d)),      # σ⁴
+    lambda d, var: np.sqrt(var) / np.sqrt(d),
+], ids=["no sigma", "sigma", "d_k", "upside down", "sigma^4", "sqrt var on top"])
+def test_scale_catches_each_classic_mistake_and_measures_it(learner):
+    msg = failure(checks.check_score_scale, learner)
+    assert "σ² = " in msg and "variance" in msg and "20,000 random pairs" in msg
 
 
-# --- exercise 4: stable softmax ---------------------------------------------------------------
-
-def naive_softmax(x):
-    e = np.exp(x)
-    return e / e.sum(-1, keepdims=True)
+def test_scale_message_gives_the_measured_variance():
+    msg = failure(checks.check_score_scale, lambda d, var: 1 / np.sqrt(d))
+    assert "d_k = 16, σ² = 4.0" in msg and "variance 16" in msg   # σ⁴ = 16 left in
 
 
-def shift_without_guard(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def test_softmax_catches_the_naive_overflow():
-    msg = fails(checks.check_stable_softmax, naive_softmax)
-    assert "large logits" in msg and "NaN" in msg and "Subtract each row's maximum" in msg
-
-
-def test_softmax_catches_nan_on_a_fully_masked_row():
-    msg = fails(checks.check_stable_softmax, shift_without_guard)
-    assert "a fully masked second row" in msg and "Use 0 as that row's maximum" in msg
-
-
-def test_softmax_catches_the_wrong_axis():
-    msg = fails(checks.check_stable_softmax, lambda x: softmax(x, axis=0))
-    assert "wrong axis" in msg
-
-
-def test_softmax_catches_float32_promoted_to_float64():
-    msg = fails(checks.check_stable_softmax, lambda x: softmax(np.asarray(x, dtype=np.float64)))
-    assert "float32 logits" in msg and "dtype float64, expected float32" in msg
-
-
-def test_softmax_checks_leak_no_warning():
-    # pyproject turns RuntimeWarning into errors: a warning from the check itself would fail here.
-    fails(checks.check_stable_softmax, naive_softmax)
+def test_scale_refuses_a_non_number():
+    assert "expected a number" in failure(checks.check_score_scale, lambda d, var: "one eighth")
 
 
 # --- the notebook's solutions agree with the library on shapes the checks do not try ----------
 
 @settings(max_examples=30, deadline=None)
 @given(L=st.integers(1, 5), S=st.integers(1, 5), E=st.integers(1, 6), Ev=st.integers(1, 4),
-       seed=st.integers(0, 2**16))
-def test_solution_attention_matches_the_library(L, S, E, Ev, seed):
-    sol = load_solutions(NAME)["my_attention"]
+       seed=st.integers(0, 1000), masked=st.booleans(), f32=st.booleans())
+def test_solution_attention_matches_the_library(L, S, E, Ev, seed, masked, f32):
+    dtype = np.float32 if f32 else np.float64
     rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(2, L, E)), rng.normal(size=(2, S, E)), rng.normal(size=(2, S, Ev))
-    assert np.allclose(sol(q, k, v), scaled_dot_product_attention(q, k, v))
+    q, k, v = (rng.normal(size=s).astype(dtype) for s in ((2, L, E), (2, S, E), (2, S, Ev)))
+    mask = rng.random((2, L, S)) > 0.5 if masked else None
+    mine = load_solutions(NAME)["my_attention"](q, k, v, mask)
+    assert mine.dtype == dtype
+    np.testing.assert_allclose(mine, scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                               rtol=1e-5 if f32 else 1e-12, atol=1e-5 if f32 else 1e-12)
 
 
-@settings(max_examples=30, deadline=None)
-@given(rows=st.lists(st.lists(st.one_of(st.floats(-1e4, 1e4), st.just(-np.inf)),
-                              min_size=3, max_size=3), min_size=1, max_size=4))
-def test_solution_softmax_matches_the_library(rows):
-    sol = load_solutions(NAME)["stable_softmax"]
-    x = np.array(rows)
-    got = sol(x)
-    assert not np.isnan(got).any()
-    assert np.allclose(got, softmax(x))
+def test_checks_leak_no_warning(recwarn):
+    checks.check_attention(attention_with(), lang="en")
+    with pytest.raises(CheckFailed):
+        checks.check_attention(attention_with(guard=False), lang="en")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
 # --- the widget -------------------------------------------------------------------------------
