@@ -175,6 +175,13 @@ def test_learner_that_calls_allowed_functions_passes(capsys):
     assert capsys.readouterr().out.count("✓") == 2
 
 
+def test_a_forbidden_function_named_but_never_called_does_not_count(capsys):
+    def learner(x, fallback=softmax):          # softmax is within reach, but not called
+        return by_hand(x) if fallback is not None else fallback(x)
+    check_function(learner, softmax, ROWS, name="softmax", forbidden=[softmax])
+    assert "✓" in capsys.readouterr().out
+
+
 def test_previous_profiler_is_restored_after_pass_failure_and_stub():
     seen = []
 
@@ -304,6 +311,15 @@ def test_code_without_loops_passes(capsys):
     assert capsys.readouterr().out.count("✓") == 3
 
 
+class RowSoftmax:
+    def __call__(self, x):
+        return np.stack([softmax(r) for r in x])
+
+
+def test_a_callable_object_is_checked_through_its_call_method():
+    assert "a comprehension" in failure(RowSoftmax(), no_loops=True)
+
+
 def test_two_lambdas_on_one_line_are_told_apart():
     pair = (lambda x: by_hand(x), lambda x: np.array([softmax(r) for r in x]))
     assert_no_loops(pair[0], name="f")
@@ -428,6 +444,7 @@ def test_describe_and_lists():
     assert compare([0.5, 0.5], np.array([0.5, 0.5])) is None              # a list is an answer too
     assert compare([0.5, 0.6], [0.5, 0.5], lang="en").startswith("1 of 2 values differ")
     assert compare((np.ones(2), 3), (np.ones(2), 4), lang="en") == "item 1: got 3, expected 4"
+    assert compare([4, 6], (4, 6)) is None and compare([4, 7], (4, 6)) is not None
 
 
 CJK = r"[\u4e00-\u9fff]"

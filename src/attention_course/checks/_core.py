@@ -292,6 +292,8 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
     if got is None and expected is not None:
         return _say("none", lang)
     if isinstance(expected, tuple):
+        if isinstance(got, list):            # a shape written as [4, 6] is still the shape
+            got = tuple(got)
         if not isinstance(got, tuple) or len(got) != len(expected):
             return _say("tuple", lang, n=len(expected), got=describe(got, lang))
         for i, (g, e) in enumerate(zip(got, expected, strict=True)):
@@ -430,27 +432,31 @@ class _Forbidden:
     def __init__(self, forbidden: Iterable):
         self.codes: dict = {}      # code object -> shown name
         self.objects: dict = {}    # id(callable) -> (callable, shown name)
+        self.silent: dict = {}     # the same, for callables whose calls make no profile event
         for f in forbidden:
             shown = _display(f)
-            for obj in _unwrap_chain(f):
+            chain = _unwrap_chain(f)
+            codes = []
+            for obj in chain:
                 self.objects[id(obj)] = (obj, shown)
-                code = getattr(obj, "__code__", None)
-                if isinstance(code, types.CodeType):
-                    self.codes[code] = shown
+                codes.append(getattr(obj, "__code__", None))
                 if isinstance(obj, type):
-                    for attr in ("__init__", "__new__", "__call__", "forward"):
-                        method = obj.__dict__.get(attr)
-                        code = getattr(method, "__code__", None)
-                        if isinstance(code, types.CodeType):
-                            self.codes[code] = shown
+                    codes += [getattr(obj.__dict__.get(attr), "__code__", None)
+                              for attr in ("__init__", "__new__", "__call__", "forward")]
+            codes = [c for c in codes if isinstance(c, types.CodeType)]
+            self.codes.update((c, shown) for c in codes)
+            if not codes:
+                # a ufunc or a C function: only a reference in the learner's code can show it
+                self.silent.update((id(obj), (obj, shown)) for obj in chain)
 
     def __bool__(self):
         return bool(self.objects)
 
-    def which(self, obj) -> str | None:
+    def which(self, obj, silent_only: bool = False) -> str | None:
         """The shown name if ``obj`` is, or wraps, a forbidden callable."""
+        table = self.silent if silent_only else self.objects
         for o in _unwrap_chain(obj):
-            hit = self.objects.get(id(o))
+            hit = table.get(id(o))
             if hit is not None and hit[0] is o:
                 return hit[1]
         return None
@@ -547,13 +553,13 @@ class _Watcher:
             shown = self.forbidden.codes.get(code)
             if shown is not None:
                 self.hit = shown
-            elif _is_learner_code(code.co_filename):
+            elif self.forbidden.silent and _is_learner_code(code.co_filename):
                 # NumPy's ufuncs (np.exp, np.matmul ...) and C functions behind NumPy's dispatch
                 # (np.dot ...) are called without a profile event, so the learner's own code is
                 # searched for a reference to them, resolved to objects, whatever the name.
                 for op, names in _name_chains(code):
                     for obj in _resolve(frame, op, names):
-                        shown = self.forbidden.which(obj)
+                        shown = self.forbidden.which(obj, silent_only=True)
                         if shown is not None:
                             self.hit = shown
                             return
@@ -729,6 +735,10 @@ def _learner_functions(fn, depth: int = 3, seen=None) -> list:
     """``fn`` and the learner-written functions it calls by a global name (helpers), recursively."""
     seen = set() if seen is None else seen
     fn = next((o for o in _unwrap_chain(fn) if isinstance(o, types.FunctionType)), fn)
+    if not isinstance(fn, (types.FunctionType, type)):
+        # an object with a __call__ written in Python: that method is the learner's function
+        call = inspect.getattr_static(type(fn), "__call__", None)
+        fn = call if isinstance(call, types.FunctionType) else fn
     if not isinstance(fn, types.FunctionType) or fn.__code__ in seen:
         return []
     seen.add(fn.__code__)
