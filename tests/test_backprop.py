@@ -104,10 +104,10 @@ seeds = st.integers(0, 2**16)
 
 # ---- softmax ------------------------------------------------------------------------------------
 
-@FEW
-@given(batch=batch_shapes, n=st.integers(1, 6), kind=st.sampled_from(["none", "bool", "bool_empty_row",
-                                                                      "float"]), seed=seeds)
-def test_softmax_backward_matches_finite_differences(batch, n, kind, seed):
+@pytest.mark.parametrize("kind", ["none", "bool", "bool_empty_row", "float"])
+@settings(FEW, max_examples=4)
+@given(batch=batch_shapes, n=st.integers(1, 6), seed=seeds)
+def test_softmax_backward_matches_finite_differences(kind, batch, n, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(batch + (2, n))
     mask = make_mask(rng, kind, batch + (2, n))
@@ -137,10 +137,10 @@ def test_softmax_forward_is_the_library_softmax_and_empty_rows_are_zero():
 ATTN_KINDS = ["none", "bool", "bool_empty_row", "float", "causal", "broadcast_kv"]
 
 
-@FEW
-@given(batch=batch_shapes, L=dims, S=dims, E=dims, Ev=dims, kind=st.sampled_from(ATTN_KINDS),
-       scaled=st.booleans(), seed=seeds)
-def test_attention_backward_matches_finite_differences(batch, L, S, E, Ev, kind, scaled, seed):
+@pytest.mark.parametrize("kind", ATTN_KINDS)
+@settings(FEW, max_examples=4)
+@given(batch=batch_shapes, L=dims, S=dims, E=dims, Ev=dims, scaled=st.booleans(), seed=seeds)
+def test_attention_backward_matches_finite_differences(kind, batch, L, S, E, Ev, scaled, seed):
     rng = np.random.default_rng(seed)
     kv_batch = () if kind == "broadcast_kv" else batch     # k, v shared by every sequence
     q = rng.standard_normal(batch + (L, E))
@@ -272,10 +272,10 @@ def mha_inputs(rng, kind, B, L, S, E, H, dtype=np.float64):
     return query, key, value, params, kw
 
 
-@FEW
-@given(B=st.integers(1, 2), L=dims, S=dims, head_dim=st.integers(1, 3), H=st.integers(1, 2),
-       kind=st.sampled_from(MHA_KINDS), seed=seeds)
-def test_mha_backward_matches_finite_differences(B, L, S, head_dim, H, kind, seed):
+@pytest.mark.parametrize("kind", MHA_KINDS)
+@settings(FEW, max_examples=2)                   # each example nudges ~4·E² weights one by one
+@given(B=st.integers(1, 2), L=dims, S=dims, head_dim=st.integers(1, 3), H=st.integers(1, 2), seed=seeds)
+def test_mha_backward_matches_finite_differences(kind, B, L, S, head_dim, H, seed):
     rng = np.random.default_rng(seed)
     E = H * head_dim
     query, key, value, params, kw = mha_inputs(rng, kind, B, L, S, E, H)
@@ -304,8 +304,12 @@ def test_mha_forward_is_multi_head_attention(kind, dtype):
         setattr(mha, name, value_)
     out, w, _ = mha_forward(query, key, value, params, H, **kw)
     ref_out, ref_w = mha(query, key, value, average_attn_weights=False, **kw)
-    np.testing.assert_array_equal(out, ref_out)
-    np.testing.assert_array_equal(w, ref_w)
+    # equal up to rounding: mha_forward makes one matrix product over all positions, the class one
+    # per sequence, and BLAS may sum in another order
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(out, ref_out, rtol=tol, atol=tol)
+    np.testing.assert_allclose(w, ref_w, rtol=tol, atol=tol)
+    assert np.array_equal(w == 0, ref_w == 0)     # the same entries masked
     assert out.dtype == w.dtype == dtype and w.shape == (3, H, 5, key.shape[1])
 
 
@@ -579,6 +583,114 @@ def test_float32_in_float32_out_even_with_a_float64_upstream_gradient():
     W, b = rng.standard_normal((5, 4)).astype(f32), np.zeros(5, f32)
     y, cache = linear_forward(q, W, b)
     assert y.dtype == f32 and all(g.dtype == f32 for g in linear_backward(np.ones(y.shape), cache))
+
+
+def test_a_whole_float32_model_stays_float32():
+    """Embedding, learned and sinusoidal positions, MHA, residual, LayerNorm, head, loss: no float64."""
+    rng = np.random.default_rng(9)
+    f32 = np.float32
+    B, n, E, V, H = 2, 5, 8, 7, 2
+    tokens, targets = rng.integers(0, V, (B, n)), rng.integers(0, V, (B, n))
+    table = rng.standard_normal((V, E)).astype(f32)
+    params = random_params(rng, E, dtype=f32)
+    gamma, beta = np.ones(E, f32), np.zeros(E, f32)
+    W, b = rng.standard_normal((V, E)).astype(f32), np.zeros(V, f32)
+    for pe in (rng.standard_normal((n, E)).astype(f32), sinusoidal_positional_encoding(n, E)):
+        x, c_emb = embedding_forward(tokens, table)
+        h, c_pos = positional_forward(x, pe)
+        a, w, c_mha = mha_forward(h, h, h, params, H, is_causal=True)
+        r, c_res = residual_forward(h, a)
+        z, c_ln = layernorm_forward(r, gamma, beta)
+        logits, c_lin = linear_forward(z, W, b)
+        loss, dlogits = softmax_cross_entropy(logits, targets)
+        dz, dW, db = linear_backward(dlogits, c_lin)
+        dr, dgamma, dbeta = layernorm_backward(dz, c_ln)
+        dh, da = residual_backward(dr, c_res)
+        dq, dk, dv, grads = mha_backward(da, c_mha)
+        dx, dpe = positional_backward(dh + dq + dk + dv, c_pos)
+        dtable = embedding_backward(dx, c_emb)
+        arrays = [x, h, a, w, r, z, logits, dlogits, dz, dW, db, dr, dgamma, dbeta, dh, da, dq, dk, dv,
+                  dx, dtable, *grads.values()]
+        assert all(arr.dtype == f32 for arr in arrays), [arr.dtype for arr in arrays]
+        assert dpe.dtype == pe.dtype and isinstance(loss, float) and np.isfinite(loss)
+
+
+# ---- bad input gets a message that names the argument and the shapes -----------------------------
+
+def _attention_cache():
+    return attention_forward(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 5)))[2]
+
+
+def _linear_cache():
+    return linear_forward(np.ones((2, 3)), np.ones((4, 3)))[1]
+
+
+_P4 = {"in_proj_weight": np.ones((12, 4)), "out_proj_weight": np.ones((4, 4))}
+_X = np.ones((2, 3, 4))
+
+BAD = [
+    (lambda: attention_forward(np.ones((2, 3), np.float16), np.ones((4, 3), np.float16),
+                               np.ones((4, 3), np.float16)), TypeError, "need float32 or float64"),
+    (lambda: attention_forward(np.ones((2, 3)), np.ones((4, 2)), np.ones((4, 3))), ValueError,
+     "q and k must share the last axis E"),
+    (lambda: attention_backward(np.ones((2, 4)), _attention_cache()), ValueError,
+     "dout has shape (2, 4); it must have the shape of the forward's output, (2, 5)"),
+    (lambda: attention_backward(np.ones((2, 5)), _linear_cache()), TypeError,
+     "cache comes from linear_forward; attention_backward needs the cache of attention_forward"),
+    (lambda: attention_backward(np.ones((2, 5)), None), TypeError, "cache must be the cache returned"),
+    (lambda: softmax_forward(np.ones((2, 3)), mask=np.ones(4, bool)), ValueError, "mask has shape (4,)"),
+    (lambda: softmax_forward(np.ones(3, int)), TypeError, "x must have a floating dtype"),
+    (lambda: linear_forward(np.ones((2, 3)), np.ones((4, 5))), ValueError,
+     "weight has shape (4, 5) and x has shape (2, 3)"),
+    (lambda: linear_forward(np.ones((2, 3)), np.ones((4, 3)), np.ones(3)), ValueError,
+     "bias has shape (3,); it must be (out_features,) = (4,)"),
+    (lambda: linear_forward(np.ones((2, 3), np.float32), np.ones((4, 3))), TypeError,
+     "x=float32, weight=float64"),
+    (lambda: linear_backward(np.ones((2, 3)), _linear_cache()), ValueError,
+     "dy has shape (2, 3); it must have the shape of the forward's output, (2, 4)"),
+    (lambda: mha_forward(_X, _X, _X, {"out_proj_weight": np.ones((4, 4))}, 2), KeyError,
+     "params needs 'in_proj_weight'"),
+    (lambda: mha_forward(_X, _X, _X, {**_P4, "in_proj_weight": np.ones((8, 4))}, 2), ValueError,
+     "params['in_proj_weight'] has shape (8, 4); it must be (3E, E)"),
+    (lambda: mha_forward(_X, _X, _X, {**_P4, "in_proj_bias": np.ones(4)}, 2), ValueError,
+     "params['in_proj_bias'] has shape (4,); with E=4 it must be (12,)"),
+    (lambda: mha_forward(_X, _X, _X, {**_P4, "in_weight": np.ones(4)}, 2), KeyError,
+     "unknown keys ['in_weight']"),
+    (lambda: mha_forward(_X, _X, _X, _P4, 3), ValueError, "num_heads=3 must divide E=4"),
+    (lambda: mha_forward(np.ones((2, 3, 5)), _X, _X, _P4, 2), ValueError,
+     "query has shape (2, 3, 5); its last axis must be E=4"),
+    (lambda: mha_forward(_X, _X, np.ones((2, 6, 4)), _P4, 2), ValueError,
+     "key and value must have the same number of positions S"),
+    (lambda: mha_forward(_X, _X, _X, _P4, 2, is_causal=True, attn_mask=np.ones((3, 3), bool)),
+     ValueError, "cannot be combined"),
+    (lambda: mha_forward(_X, _X, _X, _P4, 2, key_padding_mask=np.ones((2, 5), bool)), ValueError,
+     "key_padding_mask has shape (2, 5)"),
+    (lambda: embedding_forward(np.ones((2, 3)), np.ones((5, 4))), TypeError,
+     "tokens must be integer token ids; got dtype float64"),
+    (lambda: embedding_forward(np.array([[0, 5]]), np.ones((5, 4))), ValueError,
+     "tokens must lie in [0, vocab=5)"),
+    (lambda: positional_forward(np.ones((2, 6, 4)), np.ones((5, 4))), ValueError,
+     "pe has shape (5, 4); for x of shape (2, 6, 4) it must be (max_len, E=4) with max_len >= n=6"),
+    (lambda: residual_forward(np.ones((2, 3)), np.ones((3, 2))), ValueError,
+     "x has shape (2, 3) and fx has shape (3, 2)"),
+    (lambda: layernorm_forward(np.ones((2, 3)), np.ones(4), np.zeros(3)), ValueError,
+     "gamma has shape (4,); for x of shape (2, 3) it must be (E,) = (3,)"),
+    (lambda: softmax_cross_entropy(np.ones((2, 3)), np.array([0, 1, 2])), ValueError,
+     "targets has shape (3,); for logits of shape (2, 3) it must be (2,)"),
+    (lambda: softmax_cross_entropy(np.ones((2, 3)), np.array([0, 3])), ValueError,
+     "targets must lie in [0, C=3)"),
+    (lambda: softmax_cross_entropy(np.ones((2, 3)), np.array([0.0, 1.0])), TypeError,
+     "targets must be integer class ids"),
+    (lambda: softmax_cross_entropy(np.ones((2, 3)), np.array([0, 1]), mask=np.ones(2)), TypeError,
+     "mask must be boolean"),
+]
+
+
+@pytest.mark.parametrize("call, error, words", BAD, ids=[w[:40] for _, _, w in BAD])
+def test_bad_input_is_named(call, error, words):
+    with pytest.raises(error) as info:
+        call()
+    assert words in str(info.value)
 
 
 # ---- the module's own examples -----------------------------------------------------------------

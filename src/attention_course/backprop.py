@@ -294,9 +294,12 @@ def linear_forward(x, weight, bias=None):
             )
         arrays["bias"] = bias
     check_same_dtype(**arrays)
-    y = x @ weight.T                                                 # (..., out)
+    # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T would loop over the batch
+    # in many small products, several times slower for the tiny models of notebook 07.
+    y = x.reshape(-1, x.shape[-1]) @ weight.T                        # (N, out), N = all positions
     if bias is not None:
-        y = y + bias
+        y += bias
+    y = y.reshape(*x.shape[:-1], weight.shape[0])                    # (..., out)
     return y, {"op": "linear", "x": x, "weight": weight, "has_bias": bias is not None}
 
 
@@ -321,8 +324,8 @@ def linear_backward(dy, cache):
     x, weight = c["x"], c["weight"]
     out_f, in_f = weight.shape
     dy = _upstream(dy, "dy", x.shape[:-1] + (out_f,), x.dtype)
-    dx = dy @ weight                                                 # (..., in)
     dy2 = dy.reshape(-1, out_f)                                      # (N, out), N = all positions
+    dx = (dy2 @ weight).reshape(x.shape)                             # (..., in)
     dweight = dy2.T @ x.reshape(-1, in_f)                            # (out, in)
     dbias = dy2.sum(axis=0) if c["has_bias"] else None               # (out,)
     return dx, dweight, dbias
@@ -387,7 +390,8 @@ def mha_forward(query, key, value, params, num_heads, *, attn_mask=None, is_caus
     Returns
     -------
     out : ndarray, shape (B, L, E)
-        Equal to ``MultiHeadAttention(...)(query, key, value)[0]`` with the same weights.
+        Equal to ``MultiHeadAttention(...)(query, key, value)[0]`` with the same weights, up to
+        the rounding of one matrix product over all positions instead of one per sequence.
     weights : ndarray, shape (B, h, L, S)
         Each head's attention weights (not averaged).
     cache : dict
@@ -401,7 +405,7 @@ def mha_forward(query, key, value, params, num_heads, *, attn_mask=None, is_caus
     ...           ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias")}
     >>> x = np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32)  # (B, n, E)
     >>> out, w, cache = mha_forward(x, x, x, params, 2, is_causal=True)
-    >>> bool(np.array_equal(out, mha(x, is_causal=True)[0])), w.shape
+    >>> bool(np.allclose(out, mha(x, is_causal=True)[0], rtol=1e-6, atol=1e-6)), w.shape
     (True, (3, 2, 5, 5))
     >>> dquery, dkey, dvalue, grads = mha_backward(np.ones_like(out), cache)
     >>> grads["in_proj_weight"].shape, grads["in_proj_weight"].dtype
@@ -549,9 +553,15 @@ def embedding_backward(dx, cache):
     c = _check_cache(cache, "embedding")
     vocab, E = c["table_shape"]
     dx = _upstream(dx, "dx", c["tokens"].shape + (E,), c["dtype"])
+    flat = c["tokens"].reshape(-1)                                   # (N,)
+    dx2 = dx.reshape(-1, E)                                          # (N, E)
+    # A token that occurs twice must be counted twice (dtable[tokens] += dx would count it once).
+    if flat.size * vocab <= 2**22:
+        # one-hot (N, vocab) transposed times dx: one matrix product, far faster than add.at
+        onehot = (flat[:, None] == np.arange(vocab)).astype(c["dtype"])
+        return onehot.T @ dx2                                        # (vocab, E)
     dtable = np.zeros((vocab, E), dtype=c["dtype"])
-    # add.at, not dtable[tokens] += dx: a token that occurs twice must be counted twice.
-    np.add.at(dtable, c["tokens"].reshape(-1), dx.reshape(-1, E))
+    np.add.at(dtable, flat, dx2)
     return dtable
 
 
