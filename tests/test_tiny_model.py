@@ -1,0 +1,140 @@
+"""The tiny models of notebook 07: gradients equal finite differences, training is seeded and learns."""
+
+from functools import partial
+
+import numpy as np
+import pytest
+
+from attention_course import tasks
+from attention_course.gradcheck import numerical_gradient, relative_error
+from attention_course.progress import ProgressLine
+from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, train
+
+
+def grad_errors(model, batch):
+    """Relative error of every parameter's analytic gradient against central differences."""
+    _, grads = model.loss_and_grads(batch)
+    errors = {}
+    for name, p in model.params.items():
+        numeric = numerical_gradient(lambda: model.loss(batch), p)
+        errors[name] = relative_error(grads[name], numeric)
+    return errors
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(n_layers=1, n_heads=1, positional="learned"),
+    dict(n_layers=2, n_heads=2, positional="learned"),
+    dict(n_layers=1, n_heads=2, positional="sinusoidal", scale=False, embed_std=0.5),
+    dict(n_layers=2, n_heads=1, positional="none", causal=False),
+], ids=["1x1-learned", "2x2-learned", "1x2-sinusoidal-unscaled", "2x1-none-bidirectional"])
+def test_attention_only_model_gradients_match_finite_differences(kwargs):
+    model = AttentionOnlyModel(vocab=5, d_model=6, d_k=3, max_len=6, seed=1, dtype=np.float64,
+                               **kwargs)
+    batch = tasks.previous_token_batch(2, 3, length=5, vocab=5)
+    errors = grad_errors(model, batch)
+    assert set(errors) == set(model.params)
+    # The elementwise relative error of an entry near 1e-4 is limited to about 1e-6 by the
+    # rounding of the central difference (1e-16 · |loss| / eps); a real mistake gives 1e-2 or more.
+    assert max(errors.values()) < 1e-5, errors
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_library_model_gradients_match_finite_differences(scale):
+    model = LibraryModel(n_keys=6, n_values=4, d_model=5, d_k=3, scale=scale, seed=2,
+                         dtype=np.float64)
+    batch = tasks.library_batch(3, 4, n_books=3, n_keys=6, n_values=4)
+    errors = grad_errors(model, batch)
+    assert max(errors.values()) < 1e-5, errors
+
+
+def test_masked_positions_do_not_count_in_the_loss():
+    model = AttentionOnlyModel(vocab=6, d_model=8, max_len=8, seed=0, dtype=np.float64)
+    batch = tasks.repeat_batch(0, 4, length=8, vocab=6, periods=(2, 3))
+    scrambled = tasks.SequenceBatch(batch.tokens, np.where(batch.mask, batch.targets, 5 - batch.targets),
+                                    batch.mask, batch.n_classes)
+    assert model.loss(batch) == model.loss(scrambled)
+
+
+def test_float32_stays_float32():
+    model = AttentionOnlyModel(vocab=8, d_model=8, n_layers=2, n_heads=2, max_len=8, scale=True)
+    batch = tasks.previous_token_batch(0, 2, length=8, vocab=8)
+    logits, weights, _ = model.forward(batch.tokens)
+    _, grads = model.loss_and_grads(batch)
+    assert logits.dtype == np.float32 and weights[0].dtype == np.float32
+    assert {g.dtype for g in grads.values()} == {np.dtype(np.float32)}
+    lib = LibraryModel(scale=False)
+    assert lib.forward(tasks.library_batch(0, 2))[0].dtype == np.float32
+
+
+def test_without_positions_and_mask_the_model_is_permutation_equivariant():
+    # Notebook 05's property, and the reason the no-position model needs the causal mask.
+    model = AttentionOnlyModel(vocab=10, d_model=8, positional="none", causal=False, seed=0,
+                               dtype=np.float64)
+    tokens = np.random.default_rng(0).integers(0, 10, size=(1, 7))
+    perm = np.random.default_rng(1).permutation(7)
+    assert np.allclose(model.forward(tokens[:, perm])[0], model.forward(tokens)[0][:, perm])
+    model.causal = True
+    assert not np.allclose(model.forward(tokens[:, perm])[0], model.forward(tokens)[0][:, perm])
+
+
+def test_projections_are_views_of_the_stacked_weights():
+    model = AttentionOnlyModel(vocab=4, d_model=6, n_heads=2, d_k=2, max_len=4)
+    w = model.projections(0)
+    assert w["W_Q"].shape == w["W_K"].shape == w["W_V"].shape == (6, 4)
+    assert w["W_O"].shape == (4, 6)
+    model.params["0.W_QKV"][:, 4:8] = 7.0
+    assert (w["W_K"] == 7.0).all() and not (w["W_Q"] == 7.0).any()
+
+
+def small_run(seed=0, steps=12, **kw):
+    model = LibraryModel(seed=seed)
+    return train(model, partial(tasks.library_batch, batch_size=16), steps, lr=1e-2, seed=seed,
+                 eval_batch=tasks.library_batch(99, 64), n_checkpoints=5, **kw)
+
+
+def test_training_is_reproduced_by_its_seeds():
+    a, b, c = small_run(0), small_run(0), small_run(1)
+    assert np.array_equal(a.loss, b.loss) and np.array_equal(a.maps, b.maps)
+    assert not np.array_equal(a.loss, c.loss)
+
+
+def test_checkpoints_run_from_step_0_to_the_last_step():
+    run = small_run(steps=12)
+    assert run.checkpoint_steps.tolist() == [0, 3, 6, 9, 12]
+    assert run.loss.shape == (13,) and run.steps == 12
+    assert run.maps.shape == (5, 1, 1, 1, 6) and run.accuracy.shape == (5,)
+    assert np.allclose(run.maps.sum(-1), 1.0, atol=1e-5)
+    # the first checkpoint is the untrained model
+    fresh = LibraryModel(seed=0)
+    assert np.allclose(run.maps[0, 0, 0, 0], fresh.forward(run.eval_batch)[1][0, 0])
+
+
+def test_training_learns_the_library_lookup():
+    model = LibraryModel(seed=0)
+    run = train(model, partial(tasks.library_batch, batch_size=64), 60, lr=1e-2, seed=0,
+                eval_batch=tasks.library_batch(1, 256))
+    assert run.accuracy[0] < 0.2 and run.accuracy[-1] > 0.9
+    assert run.loss[-5:].mean() < 0.5 * run.loss[:5].mean()
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="positional.*'rope'"):
+        AttentionOnlyModel(vocab=4, positional="rope")
+    model = AttentionOnlyModel(vocab=4, max_len=5)
+    with pytest.raises(ValueError, match=r"max_len=5.*\(2, 6\)"):
+        model.forward(np.zeros((2, 6), dtype=int))
+    with pytest.raises(ValueError, match="steps must be >= 1; got 0"):
+        small_run(steps=0)
+
+
+def test_progress_line_counts_without_writing_to_stderr(capsys):
+    with ProgressLine(10, "run", every=5) as bar:
+        for step in range(1, 11):
+            bar.update(step, loss=1.0 / step)
+    assert bar.text.startswith("run ") and "10/10" in bar.text and "loss 0.100" in bar.text
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""       # outside IPython nothing is shown
+    silent = ProgressLine(4, enabled=False)
+    with silent:
+        silent.update(2)
+    assert "2/4" in silent.text
