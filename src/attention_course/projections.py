@@ -17,16 +17,16 @@ def project_qkv(x, W_q, W_k, W_v):
 
     Parameters
     ----------
-    x : ndarray, shape (..., L, d_model)
+    x : ndarray, shape (..., n, d_model)
         One embedding per token.
     W_q, W_k : ndarray, shape (d_model, d_k)
     W_v : ndarray, shape (d_model, d_v)
 
     Returns
     -------
-    Q : ndarray, shape (..., L, d_k)
-    K : ndarray, shape (..., L, d_k)
-    V : ndarray, shape (..., L, d_v)
+    Q : ndarray, shape (..., n, d_k)
+    K : ndarray, shape (..., n, d_k)
+    V : ndarray, shape (..., n, d_v)
 
     Examples
     --------

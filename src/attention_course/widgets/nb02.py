@@ -1,9 +1,9 @@
 """Widget of notebook 02: shared or separate W_Q and W_K, and the symmetry of the scores.
 
-With one matrix for queries and keys (``W_K = W_Q``) the score matrix ``S = Q Kᵀ`` equals its
+With one matrix for queries and keys (``W_K = W_Q``) the score matrix ``Q Kᵀ`` equals its
 own transpose: "it looks at cat" scores exactly what "cat looks at it" scores. Turning the keys by
 an angle θ (``W_K = W_Q · R(θ)``, :func:`~attention_course.plane_rotation`) breaks that symmetry.
-Because ``S - Sᵀ = Q (R(θ)ᵀ - R(θ)) Qᵀ`` and ``R(θ)ᵀ - R(θ)`` is ``2 sin θ`` times a fixed matrix,
+Because ``Q Kᵀ - K Qᵀ = Q (R(θ)ᵀ - R(θ)) Qᵀ`` and ``R(θ)ᵀ - R(θ)`` is ``2 sin θ`` times a fixed matrix,
 the asymmetry grows as ``|sin θ|``: largest at 90°, and gone again at 180°, where the rotation is
 symmetric (it just flips the sign of two axes).
 """
@@ -25,12 +25,12 @@ _TEXT = {
         "shared": "共用：W_K = W_Q",
         "separate": "分开：W_K = W_Q·R(θ)",
         "angle": "θ（度）",
-        "scores": "分数 S = QKᵀ",
-        "asym": "不对称部分 |S − Sᵀ|",
+        "scores": "分数 QKᵀ",
+        "asym": "不对称部分 |QKᵀ − KQᵀ|",
         "pair": "{a}→{b} {x:.2f} · {b}→{a} {y:.2f}",
         "max": "最大值 {m:.3f}",
-        "rows": "提问的词（Q）",
-        "cols": "被查的词（K）",
+        "rows": "查询（提问的词）",
+        "cols": "键（被看的词）",
         "sup_shared": "W_K = W_Q：分数矩阵沿对角线对称",
         "sup_separate": "W_K = W_Q·R({deg}°)",
     },
@@ -39,12 +39,12 @@ _TEXT = {
         "shared": "shared: W_K = W_Q",
         "separate": "separate: W_K = W_Q·R(θ)",
         "angle": "θ (degrees)",
-        "scores": "scores S = QKᵀ",
-        "asym": "asymmetric part |S − Sᵀ|",
+        "scores": "scores QKᵀ",
+        "asym": "asymmetric part |QKᵀ − KQᵀ|",
         "pair": "{a}→{b} {x:.2f} · {b}→{a} {y:.2f}",
         "max": "max {m:.3f}",
-        "rows": "asking word (Q)",
-        "cols": "word looked at (K)",
+        "rows": "query (word asking)",
+        "cols": "key (word looked at)",
         "sup_shared": "W_K = W_Q: the score matrix is symmetric about its diagonal",
         "sup_separate": "W_K = W_Q·R({deg}°)",
     },
@@ -69,11 +69,12 @@ class SymmetryExplorer(Explorer):
     Attributes
     ----------
     data : dict
-        ``tokens`` (list of L str), ``shared`` (bool), ``angle`` (degrees, float),
-        ``scores`` (ndarray (L, L): S = Q Kᵀ), ``asymmetry`` (float: max |S - Sᵀ|, 0 when
-        shared), ``asym_matrix`` (ndarray (L, L): |S - Sᵀ|), ``forward`` (S[0, L-1]: the first
-        word looks at the last), ``backward`` (S[L-1, 0]), ``score_limit`` and ``asym_limit``
-        (fixed colour ranges, the same for every θ so that pictures can be compared).
+        ``tokens`` (list of n str), ``shared`` (bool), ``angle`` (degrees, float),
+        ``scores`` (ndarray (n, n): Q Kᵀ), ``asymmetry`` (float: max |Q Kᵀ - K Qᵀ|, 0 when
+        shared), ``asym_matrix`` (ndarray (n, n): |Q Kᵀ - K Qᵀ|), ``forward`` (score of the first
+        word looking at the last), ``backward`` (the last looking at the first), ``score_limit``
+        and ``asym_limit`` (fixed colour ranges, the same for every θ so that pictures can be
+        compared).
 
     Examples
     --------
@@ -90,16 +91,16 @@ class SymmetryExplorer(Explorer):
         self.tokens = list(examples.IT_IS_A_CAT[self.lang])
         # The embedding table is looked up with the English words in both languages, so that
         # 它/it and 猫/cat get the same vectors and both editions show the same numbers.
-        x = examples.toy_embeddings(examples.IT_IS_A_CAT["en"], d_model, seed=seed)  # (L, d_model)
+        x = examples.toy_embeddings(examples.IT_IS_A_CAT["en"], d_model, seed=seed)  # (n, d_model)
         rng = np.random.default_rng(seed)
         self.W_q = rng.normal(size=(d_model, d_k)) / np.sqrt(d_model)          # (d_model, d_k)
         self.d_k = d_k
         self._x = x
-        self._q = x @ self.W_q                                                 # (L, d_k)
+        self._q = x @ self.W_q                                                 # (n, d_k)
         # Cauchy-Schwarz: no rotation of the keys can push |q_i·k_j| above max |q|², so this
         # range holds for every θ and the colours of two settings mean the same numbers.
         self._score_limit = float((self._q ** 2).sum(-1).max())
-        # S - Sᵀ is sin θ times its value at 90°: that value bounds the asymmetry.
+        # Q Kᵀ - K Qᵀ is sin θ times its value at 90°: that value bounds the asymmetry.
         s90 = self._q @ (self._q @ plane_rotation(d_k, np.pi / 2)).T
         self._asym_limit = float(np.abs(s90 - s90.T).max())
         controls = {
@@ -136,8 +137,8 @@ class SymmetryExplorer(Explorer):
         if shared:
             keys = self._q      # W_K is W_Q, so K is Q: the very same projection
         else:
-            keys = self._x @ (self.W_q @ plane_rotation(self.d_k, np.deg2rad(angle)))  # (L, d_k)
-        scores = self._q @ keys.T                                               # (L, L)
+            keys = self._x @ (self.W_q @ plane_rotation(self.d_k, np.deg2rad(angle)))  # (n, d_k)
+        scores = self._q @ keys.T                                               # (n, n)
         asym = np.abs(scores - scores.T)
         return {
             "tokens": self.tokens,
