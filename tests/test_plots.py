@@ -58,3 +58,49 @@ def test_weight_bars():
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="one label each"):
         plots.weight_bars([0.2, 0.8], ["a"])
+
+
+def test_signed_values_get_a_diverging_map_centred_on_zero():
+    ax = plots.heatmap(np.array([[-1.38, 0.2], [0.5, 1.43]]), ["a", "b"], ["c", "d"])
+    im = ax.images[0]
+    lo, hi = im.get_clim()
+    assert lo == pytest.approx(-1.43) and hi == pytest.approx(1.43)      # symmetric about 0
+    assert im.get_cmap().name == "RdBu_r"
+    # 0 sits in the middle of the map: its colour is (nearly) white
+    assert np.allclose(im.cmap(im.norm(0.0))[:3], 1.0, atol=0.06)
+    plt.close(ax.figure)
+
+
+def test_weights_keep_a_one_colour_map_from_zero():
+    ax = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
+    assert ax.images[0].get_clim() == (0.0, 0.8) and ax.images[0].get_cmap().name == "Blues"
+    plt.close(ax.figure)
+
+
+def test_diverging_can_be_forced_or_refused():
+    ax = plots.heatmap(np.array([[0.2, 0.8]]), diverging=True)
+    assert ax.images[0].get_clim() == (-0.8, 0.8)
+    plt.close(ax.figure)
+    ax = plots.heatmap(np.array([[-0.2, 0.8]]), diverging=False, vmin=-0.2)
+    assert ax.images[0].get_clim() == (-0.2, 0.8) and ax.images[0].get_cmap().name == "Blues"
+    plt.close(ax.figure)
+
+
+def test_heatmaps_of_signed_matrices_share_a_range_symmetric_about_zero():
+    fig = plots.heatmaps([np.array([[-2.0, 1.0]]), np.array([[0.5, 0.3]])])
+    assert all(ax.images[0].get_clim() == (-2.0, 2.0) for ax in fig.axes if ax.images)
+    plt.close(fig)
+
+
+def test_chinese_tick_labels_stay_upright_long_latin_ones_turn():
+    labels_zh = ["奖杯", "没能", "塞进", "手提箱", "因为", "它", "太", "大", "了"]
+    ax = plots.heatmap(np.eye(9), labels_zh, labels_zh)
+    assert all(t.get_rotation() == 0 for t in ax.get_xticklabels())
+    plt.close(ax.figure)
+    labels_en = ["the", "trophy", "did", "not", "fit", "in", "the", "suitcase", "because"]
+    ax = plots.heatmap(np.eye(9), labels_en, labels_en)
+    assert all(t.get_rotation() == 90 for t in ax.get_xticklabels())
+    plt.close(ax.figure)
+    ax = plots.heatmap(np.eye(9), labels_zh, labels_zh, xtick_rotation=45)
+    assert all(t.get_rotation() == 45 for t in ax.get_xticklabels())
+    plt.close(ax.figure)
