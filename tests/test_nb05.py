@@ -1,4 +1,12 @@
-"""Notebook 05 (positional encoding): its exercise checks, its widget, its solutions' properties."""
+"""Notebook 05 (positional encoding): its exercise checks, its widget, its solutions' properties.
+
+For every check: it passes on the notebook's solution (both editions) and on other correct
+answers (float32, lists, einsum, loops where allowed), lets the stub's NotImplementedError
+through, fails on every classic mistake, and fails when the answer is or calls a forbidden
+library function.
+"""
+
+import linecache
 
 import matplotlib
 import numpy as np
@@ -7,7 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
+import attention_course
 from attention_course import (
+    alibi_bias,
+    apply_rotary,
     position_shift_matrix,
     project_qkv,
     scaled_dot_product_attention,
@@ -17,65 +28,135 @@ from attention_course.checks import CheckFailed
 from attention_course.checks import nb05 as checks
 from attention_course.positional import frequencies
 from attention_course.widgets import nb05 as widgets
-from notebook_tools import load_solutions, stub
+from notebook_tools import failure, load_solutions, solution_cells, stub
 
 NAME = "05_positional_encoding.ipynb"
 
 
-@pytest.fixture(scope="module")
-def solutions():
-    return load_solutions(NAME)
+def load_with_source(lang):
+    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
+    namespace = {"np": np, "attention_course": attention_course}
+    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
+    before = set(namespace)
+    for i, src in enumerate(solution_cells(lang, NAME)):
+        filename = f"<{lang}/{NAME}: solution {i}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        exec(compile(src, filename, "exec"), namespace)
+    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
 
 
-def test_the_notebook_defines_the_three_exercise_functions(solutions):
-    assert {"positional_encoding", "shift_matrix", "permutation_matrix"} <= set(solutions)
+@pytest.fixture(scope="module", params=["en", "zh"])
+def solutions(request):
+    return load_with_source(request.param)
+
+
+CHECKS = [
+    ("positional_encoding", checks.check_positional_encoding),
+    ("shift_matrix", checks.check_shift_matrix),
+    ("permutation_matrix", checks.check_permutation_matrix),
+    ("alibi", checks.check_alibi),
+    ("rope", checks.check_rope),
+]
+
+
+def test_both_editions_hold_the_same_exercises():
+    assert set(load_solutions(NAME, "en")) == set(load_solutions(NAME, "zh")) == {n for n, _ in CHECKS}
+
+
+@pytest.mark.parametrize("fn_name, check", CHECKS, ids=[c[0] for c in CHECKS])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_check_passes_on_the_notebook_solution(solutions, fn_name, check, lang, capsys):
+    check(solutions[fn_name], lang=lang)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("fn_name, check", CHECKS, ids=[c[0] for c in CHECKS])
+def test_check_lets_the_stub_error_through(fn_name, check):
+    with pytest.raises(NotImplementedError):
+        check(stub, lang="en")
 
 
 # --------------------------------------------------------------------- exercise 1: the encoding
 
-def _pe(P, D, base, *, swap=False, exponent_i=False, start=0):
+def _pe(P, D, base, *, swap=False, exponent_i=False, start=0, dtype=np.float64):
     """A hand-written encoding with one of the usual slips switched on."""
-    i = np.arange(D // 2)
-    omega = base ** (-(i if exponent_i else 2 * i) / D)
-    angles = np.arange(start, start + P)[:, None] * omega[None, :]      # (P, D/2)
+    i = np.arange(D // 2, dtype=dtype)
+    omega = (base ** (-(i if exponent_i else 2 * i) / D)).astype(dtype)
+    angles = np.arange(start, start + P, dtype=dtype)[:, None] * omega[None, :]      # (P, D/2)
     first, second = (np.cos, np.sin) if swap else (np.sin, np.cos)
-    pe = np.empty((P, D))
+    pe = np.empty((P, D), dtype)
     pe[:, 0::2], pe[:, 1::2] = first(angles), second(angles)
     return pe
 
 
-def test_encoding_check_passes_the_solution(solutions, capsys):
-    checks.check_positional_encoding(solutions["positional_encoding"], lang="en")
+def pe_float32(P, D, base=10000.0):
+    return _pe(P, D, base, dtype=np.float32)          # every step in float32
+
+
+def pe_exp_log(P, D, base=10000.0):
+    omega = np.exp(-np.arange(0, D, 2) * np.log(base) / D)          # another formula for ω
+    angles = np.outer(np.arange(P), omega)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(P, D)
+
+
+def pe_with_loop(P, D, base=10000.0):
+    out = np.zeros((P, D))
+    for pos in range(P):
+        out[pos] = _pe(1, D, base, start=pos)[0]
+    return out
+
+
+def pe_calls_library(P, D, base=10000.0):
+    return sinusoidal_positional_encoding(P, D, base) + 0.0
+
+
+def pe_uses_frequencies(P, D, base=10000.0):
+    angles = np.arange(P)[:, None] * frequencies(D, base)[None, :]
+    pe = np.empty((P, D))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angles), np.cos(angles)
+    return pe
+
+
+@pytest.mark.parametrize("answer", [pe_float32, pe_exp_log])
+def test_encoding_check_passes_other_correct_answers(answer, capsys):
+    checks.check_positional_encoding(answer, lang="en")
     assert "all 7 cases pass" in capsys.readouterr().out
 
 
-def test_encoding_check_lets_the_stub_fail():
-    with pytest.raises(NotImplementedError):
-        checks.check_positional_encoding(stub, lang="en")
+def test_a_float32_answer_really_is_float32_and_off_by_more_than_the_old_tolerance():
+    got, expected = pe_float32(2000, 32), sinusoidal_positional_encoding(2000, 32)
+    assert got.dtype == np.float32 and np.abs(got - expected).max() > 1e-6
 
 
 @pytest.mark.parametrize("wrong, fragments", [
-    (lambda P, D, base=10000.0: _pe(P, D, base, swap=True),
-     ["P=4, d_model=4", "sin and cos are swapped"]),
-    (lambda P, D, base=10000.0: _pe(P, D, base, exponent_i=True),
-     ["P=4, d_model=4", "i/d_model"]),
-    (lambda P, D, base=10000.0: _pe(P, D, base, start=1),
-     ["P=4, d_model=4", "positions start at 1"]),
-    (lambda P, D, base=10000.0: _pe(P, D, 10000.0),            # ignores base
-     ["base=100", "expected"]),
+    (lambda P, D, base=10000.0: _pe(P, D, base, swap=True), ["P=4, d_model=4", "sin and cos are swapped"]),
+    (lambda P, D, base=10000.0: _pe(P, D, base, exponent_i=True), ["P=4, d_model=4", "i/d_model"]),
+    (lambda P, D, base=10000.0: _pe(P, D, base, start=1), ["P=4, d_model=4", "positions start at 1"]),
+    (lambda P, D, base=10000.0: _pe(P, D, 10000.0), ["base=100", "expected"]),          # ignores base
+    (lambda P, D, base=10000.0: np.concatenate([_pe(P, D, base)[:, 0::2], _pe(P, D, base)[:, 1::2]], 1),
+     ["interleave"]),
+    (lambda P, D, base=10000.0: _pe(P, D, base).T, ["P=4, d_model=4"]),           # transposed: (D, P)
+    (pe_with_loop, ["for loop"]),
+    (sinusoidal_positional_encoding, ["sinusoidal_positional_encoding itself"]),
+    (pe_calls_library, ["calls sinusoidal_positional_encoding"]),
+    (pe_uses_frequencies, ["calls frequencies"]),
 ])
 def test_encoding_check_catches_typical_mistakes(wrong, fragments):
-    with pytest.raises(CheckFailed) as err:
-        checks.check_positional_encoding(wrong, lang="en")
+    message = failure(checks.check_positional_encoding, wrong)
     for fragment in fragments:
-        assert fragment in str(err.value)
+        assert fragment in message
+
+
+def test_encoding_check_rejects_a_float32_answer_that_is_wrong_by_a_little():
+    # one position off in float32 is a real mistake, not rounding
+    with pytest.raises(CheckFailed, match="P=4, d_model=4"):
+        checks.check_positional_encoding(lambda P, D, base=10000.0: _pe(P, D, base, start=1,
+                                                                         dtype=np.float32), lang="en")
 
 
 def test_encoding_check_speaks_chinese():
-    with pytest.raises(CheckFailed) as err:
-        checks.check_positional_encoding(
-            lambda P, D, base=10000.0: _pe(P, D, base, swap=True), lang="zh")
-    message = str(err.value)
+    message = failure(checks.check_positional_encoding,
+                      lambda P, D, base=10000.0: _pe(P, D, base, swap=True), lang="zh")
     assert "正弦位置编码 未通过" in message and "sin 和 cos 放反了" in message
 
 
@@ -83,23 +164,13 @@ def test_encoding_check_reports_a_crash_with_its_case():
     def breaks_on_empty(P, D, base=10000.0):
         if P == 0:
             raise ValueError("no positions")
-        return sinusoidal_positional_encoding(P, D, base)
+        return _pe(P, D, base)
 
     with pytest.raises(CheckFailed, match=r"P=0, d_model=8 \(empty sequence\).*ValueError"):
         checks.check_positional_encoding(breaks_on_empty, lang="en")
 
 
 # --------------------------------------------------------------------- exercise 2: shift matrix
-
-def test_shift_check_passes_the_solution(solutions, capsys):
-    checks.check_shift_matrix(solutions["shift_matrix"], lang="en")
-    assert "all 6 cases pass" in capsys.readouterr().out
-
-
-def test_shift_check_lets_the_stub_fail():
-    with pytest.raises(NotImplementedError):
-        checks.check_shift_matrix(stub, lang="en")
-
 
 def _raw_angle(k, D, base=10000.0):
     M = np.zeros((D, D))
@@ -108,44 +179,73 @@ def _raw_angle(k, D, base=10000.0):
     return M
 
 
+def shift_vectorised(k, D, base=10000.0):
+    c, s = np.cos(k * frequencies(D, base)), np.sin(k * frequencies(D, base))   # frequencies is allowed
+    M = np.zeros((D, D), np.float32)
+    idx = np.arange(0, D, 2)
+    M[idx, idx], M[idx, idx + 1], M[idx + 1, idx], M[idx + 1, idx + 1] = c, -s, s, c
+    return M                                              # float32, no loop
+
+
+def shift_by_kron(k, D, base=10000.0):
+    blocks = [np.array([[np.cos(k * w), -np.sin(k * w)], [np.sin(k * w), np.cos(k * w)]])
+              for w in base ** (-np.arange(0, D, 2) / D)]
+    out = np.zeros((D, D))
+    for i, b in enumerate(blocks):
+        out += np.kron(np.eye(D // 2)[i:i + 1].T @ np.eye(D // 2)[i:i + 1], b)
+    return out.tolist()
+
+
+@pytest.mark.parametrize("answer", [shift_vectorised, shift_by_kron])
+def test_shift_check_passes_other_correct_answers(answer, capsys):
+    checks.check_shift_matrix(answer, lang="en")
+    assert "all 6 cases pass" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("wrong, fragments", [
-    (lambda k, D, base=10000.0: position_shift_matrix(k, D, base).T,     # turns the wrong way
-     ["k=1, d_model=4", "wrong way"]),
+    (lambda k, D, base=10000.0: np.asarray(shift_vectorised(k, D, base)).T, ["k=1, d_model=4", "wrong way"]),
     (_raw_angle, ["k=1, d_model=4", "k·ω_i"]),
-    (lambda k, D, base=10000.0: position_shift_matrix(abs(k), D, base),  # forgets the sign
-     ["k=-3, d_model=8"]),
+    (lambda k, D, base=10000.0: shift_vectorised(abs(k), D, base), ["k=-3, d_model=8"]),
+    (lambda k, D, base=10000.0: shift_vectorised(k, D, 10000.0), ["base=100"]),
+    (lambda k, D, base=10000.0: shift_vectorised(k, D, base)[::-1], ["k=1, d_model=4"]),      # rows reversed
+    (position_shift_matrix, ["position_shift_matrix itself"]),
+    (lambda k, D, base=10000.0: apply_rotary(np.eye(D), [-k] * D, base), ["calls apply_rotary"]),
 ])
 def test_shift_check_catches_typical_mistakes(wrong, fragments):
-    with pytest.raises(CheckFailed) as err:
-        checks.check_shift_matrix(wrong, lang="en")
+    message = failure(checks.check_shift_matrix, wrong)
     for fragment in fragments:
-        assert fragment in str(err.value)
+        assert fragment in message
 
 
 def test_shift_check_speaks_chinese():
-    with pytest.raises(CheckFailed) as err:
-        checks.check_shift_matrix(lambda k, D, base=10000.0: position_shift_matrix(k, D, base).T,
-                                  lang="zh")
-    assert "旋转方向反了" in str(err.value) and "k=1, d_model=4" in str(err.value)
+    message = failure(checks.check_shift_matrix,
+                      lambda k, D, base=10000.0: np.asarray(shift_vectorised(k, D, base)).T, lang="zh")
+    assert "旋转方向反了" in message and "k=1, d_model=4" in message
 
 
 # --------------------------------------------------------------------- exercise 3: permutation
 
-def test_permutation_check_passes_the_solution(solutions, capsys):
-    checks.check_permutation_matrix(solutions["permutation_matrix"], lang="en")
+def perm_by_loop(perm):
+    P = [[0] * len(perm) for _ in perm]
+    for i, j in enumerate(perm):
+        P[i][j] = 1
+    return P                                              # a list of ints
+
+
+def perm_by_comparison(perm):
+    perm = np.asarray(perm)
+    return (np.arange(len(perm))[None, :] == perm[:, None]).astype(np.float32)
+
+
+@pytest.mark.parametrize("answer", [perm_by_loop, perm_by_comparison])
+def test_permutation_check_passes_other_correct_answers(answer, capsys):
+    checks.check_permutation_matrix(answer, lang="en")
     assert "all 6 cases pass" in capsys.readouterr().out
-
-
-def test_permutation_check_lets_the_stub_fail():
-    with pytest.raises(NotImplementedError):
-        checks.check_permutation_matrix(stub, lang="en")
 
 
 def test_permutation_check_catches_the_transposed_matrix():
     # [0, 1, 2] and [2, 1, 0] are their own inverses, so the cycle is the first case to fail.
-    with pytest.raises(CheckFailed) as err:
-        checks.check_permutation_matrix(lambda perm: np.eye(len(perm))[:, perm], lang="en")
-    message = str(err.value)
+    message = failure(checks.check_permutation_matrix, lambda perm: np.eye(len(perm))[:, perm])
     assert "perm=[1, 2, 0] (a cycle" in message and "inverse permutation" in message
 
 
@@ -154,10 +254,192 @@ def test_permutation_check_catches_a_matrix_of_the_wrong_size():
         checks.check_permutation_matrix(lambda perm: np.eye(len(perm) + 1), lang="en")
 
 
+def test_permutation_check_catches_the_identity():
+    message = failure(checks.check_permutation_matrix, lambda perm: np.eye(len(perm)))
+    assert "perm=[2, 1, 0]" in message
+
+
 def test_permutation_check_speaks_chinese():
-    with pytest.raises(CheckFailed) as err:
-        checks.check_permutation_matrix(lambda perm: np.eye(len(perm))[:, perm], lang="zh")
-    assert "perm=[1, 2, 0]（轮换" in str(err.value) and "逆置换" in str(err.value)
+    message = failure(checks.check_permutation_matrix, lambda perm: np.eye(len(perm))[:, perm], lang="zh")
+    assert "perm=[1, 2, 0]（轮换" in message and "逆置换" in message
+
+
+# --------------------------------------------------------------------- exercise 4: ALiBi
+
+def alibi_einsum_free(positions, slope):
+    p = np.asarray(positions, dtype=np.float32)
+    d = np.subtract.outer(p, p)
+    return (-np.float32(slope) * np.sqrt(d * d)).tolist()    # float32 values, as a list
+
+
+def alibi_with_loop(positions, slope):
+    n = len(positions)
+    B = np.zeros((n, n))
+    for i in range(n):
+        B[i] = -slope * np.abs(np.asarray(positions) - positions[i])
+    return B
+
+
+@pytest.mark.parametrize("answer", [alibi_einsum_free])
+def test_alibi_check_passes_other_correct_answers(answer, capsys):
+    checks.check_alibi(answer, lang="en")
+    assert "all 6 cases pass" in capsys.readouterr().out
+
+
+def alibi_normalised(p, s):
+    # distance divided by the largest position: depends on where the sentence sits
+    p = np.asarray(p, float)
+    return -s * np.abs(p[:, None] - p[None, :]) / max(1.0, p.max())
+
+
+def _rows(positions, slope):
+    n = len(positions)
+    return -slope * np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(float)
+
+
+@pytest.mark.parametrize("wrong, fragments", [
+    (lambda p, s: slope_sign(p, s), ["sign is flipped"]),
+    (lambda p, s: -s * np.subtract.outer(np.asarray(p, float), np.asarray(p, float)), ["signed difference"]),
+    (_rows, ["row numbers"]),
+    (lambda p, s: slope_sign(p, 1.0) * -1.0, ["slope is missing"]),
+    (lambda p, s: -s * np.subtract.outer(np.asarray(p, float), np.asarray(p, float)) ** 2,
+     ["positions=[0, 1, 2, 3]"]),                                       # squared distance
+    (lambda p, s: -s * np.abs(np.asarray(p, float)), ["shape (4,), expected (4, 4)"]),   # one row only
+    (alibi_normalised, ["shifting the whole sentence changed the attention weights"]),
+    (alibi_with_loop, ["for loop"]),
+    (alibi_bias, ["alibi_bias itself"]),
+    (lambda p, s: alibi_bias(p, slope=s), ["calls alibi_bias"]),
+])
+def test_alibi_check_catches_typical_mistakes(wrong, fragments):
+    message = failure(checks.check_alibi, wrong)
+    for fragment in fragments:
+        assert fragment in message
+
+
+def slope_sign(p, s):
+    p = np.asarray(p, float)
+    return s * np.abs(p[:, None] - p[None, :])
+
+
+def test_alibi_check_speaks_chinese():
+    message = failure(checks.check_alibi, slope_sign, lang="zh")
+    assert "ALiBi 偏置 未通过" in message and "符号反了" in message
+
+
+# --------------------------------------------------------------------- exercise 5: RoPE
+
+def rope_with_loop(x, positions):
+    x = np.asarray(x)
+    out = np.array(x, copy=True)
+    D = x.shape[-1]
+    for j, pos in enumerate(positions):
+        for i in range(D // 2):
+            theta = pos * 10000.0 ** (-2 * i / D)
+            a, b = x[j, 2 * i], x[j, 2 * i + 1]
+            c, s = np.cos(theta), np.sin(theta)
+            out[j, 2 * i], out[j, 2 * i + 1] = a * c - b * s, a * s + b * c
+    return out
+
+
+def rope_from_the_sinusoid_table(x, positions):
+    # the sinusoidal table holds the sin and cos of the same angles: allowed, and correct
+    x = np.asarray(x)
+    table = sinusoidal_positional_encoding(int(np.max(positions)) + 1, x.shape[-1])[np.asarray(positions)]
+    sin, cos = table[:, 0::2], table[:, 1::2]
+    pairs = x.reshape(len(x), -1, 2)                                    # (n, d_k/2, 2)
+    first = np.einsum("npj,npj->np", pairs, np.stack([cos, -sin], -1))
+    second = np.einsum("npj,npj->np", pairs, np.stack([sin, cos], -1))
+    return np.stack([first, second], -1).reshape(x.shape)
+
+
+def rope_complex(x, positions):
+    x = np.asarray(x)
+    D = x.shape[-1]
+    z = x[:, 0::2] + 1j * x[:, 1::2]
+    z = z * np.exp(1j * np.asarray(positions)[:, None] * frequencies(D)[None, :])
+    out = np.empty_like(x)
+    out[:, 0::2], out[:, 1::2] = z.real, z.imag
+    return out
+
+
+def rope_in_place(x, positions):
+    x = np.array(x, copy=True)
+    D = x.shape[-1]
+    theta = np.asarray(positions)[:, None] * frequencies(D)[None, :]
+    x[:, 0::2] = x[:, 0::2] * np.cos(theta) - x[:, 1::2] * np.sin(theta)
+    x[:, 1::2] = x[:, 0::2] * np.sin(theta) + x[:, 1::2] * np.cos(theta)     # uses the new even half
+    return x
+
+
+@pytest.mark.parametrize("answer", [rope_with_loop, rope_from_the_sinusoid_table, rope_complex])
+def test_rope_check_passes_other_correct_answers(answer, capsys):
+    checks.check_rope(answer, lang="en")
+    assert "all 6 cases pass" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, fragments", [
+    (lambda x, p: np.array(apply_rotary(x, -np.asarray(p))) + 0, ["calls apply_rotary"]),
+    (lambda x, p: rope_complex(x, -np.asarray(p)), ["turns the wrong way"]),
+    (lambda x, p: rope_complex(x, np.arange(len(p))), ["row numbers"]),
+    (lambda x, p: rope_halves(x, p), ["x_{2i}, x_{2i+1}"]),
+    (lambda x, p: rope_exponent_i(x, p), ["2i/d_k"]),
+    (rope_in_place, ["positions=[0, 1, 2]"]),
+    (apply_rotary, ["apply_rotary itself"]),
+    (lambda x, p: x @ position_shift_matrix(-int(p[0]), x.shape[-1]), ["calls position_shift_matrix"]),
+])
+def test_rope_check_catches_typical_mistakes(wrong, fragments):
+    message = failure(checks.check_rope, wrong)
+    for fragment in fragments:
+        assert fragment in message
+
+
+def rope_halves(x, positions):
+    x = np.asarray(x)
+    D = x.shape[-1]
+    a, b = x[:, :D // 2], x[:, D // 2:]
+    theta = np.asarray(positions)[:, None] * frequencies(D)[None, :]
+    return np.concatenate([a * np.cos(theta) - b * np.sin(theta), a * np.sin(theta) + b * np.cos(theta)], 1)
+
+
+def rope_exponent_i(x, positions):
+    x = np.asarray(x)
+    D = x.shape[-1]
+    theta = np.asarray(positions)[:, None] * 10000.0 ** (-np.arange(D // 2) / D)[None, :]
+    out = np.empty_like(x)
+    out[:, 0::2] = x[:, 0::2] * np.cos(theta) - x[:, 1::2] * np.sin(theta)
+    out[:, 1::2] = x[:, 0::2] * np.sin(theta) + x[:, 1::2] * np.cos(theta)
+    return out
+
+
+def test_rope_check_speaks_chinese():
+    message = failure(checks.check_rope, lambda x, p: rope_complex(x, -np.asarray(p)), lang="zh")
+    assert "旋转位置编码 RoPE 未通过" in message and "转反了方向" in message
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2000), st.integers(-50, 50), st.integers(1, 8).map(lambda h: 2 * h),
+       st.integers(0, 2**16))
+def test_rope_solution_scores_depend_only_on_the_offset(solutions, m, offset, D, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(2, 1, D))
+    rope = solutions["rope"]
+    base_score = (rope(q, [0]) @ rope(k, [offset + 60]).T).item()
+    moved = (rope(q, [m]) @ rope(k, [m + offset + 60]).T).item()
+    assert moved == pytest.approx(base_score, abs=1e-8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(-100, 100), min_size=1, max_size=8), st.integers(-500, 500), st.floats(0.01, 3))
+def test_alibi_solution_weights_ignore_a_shift(solutions, positions, shift, slope):
+    rng = np.random.default_rng(len(positions))
+    n = len(positions)
+    q, k, v = rng.normal(size=(3, n, 4))
+    p = np.array(positions)
+    _, w0 = scaled_dot_product_attention(q, k, v, attn_mask=solutions["alibi"](p, slope), return_weights=True)
+    _, w1 = scaled_dot_product_attention(q, k, v, attn_mask=solutions["alibi"](p + shift, slope),
+                                         return_weights=True)
+    assert np.allclose(w0, w1)
+    assert np.allclose(solutions["alibi"](p, slope), alibi_bias(p, slope=slope))
 
 
 # --------------------------------------------------------------------- the solutions' properties
