@@ -6,15 +6,15 @@ returns the gradients with respect to the inputs and parameters. Chaining the ba
 reverse order of the forwards is backpropagation.
 
 The forwards are the library's own (``scaled_dot_product_attention``, the mask handling and the
-weight layout of ``MultiHeadAttention``), so a model trained here computes exactly what notebooks
-01-06 computed by hand. Masks follow the library: a boolean mask is True where a position takes
-part, a floating mask is added to the scores, and a query that may see no key gets a zero output
-and zero gradients (never NaN).
+weight layout of ``MultiHeadAttention``), so a model trained here computes what notebooks 01-06
+computed (the attention forward is ``scaled_dot_product_attention`` itself). Masks follow the
+library: a boolean mask is True where a position takes part, a floating mask is added to the
+scores, and a query that may see no key gets a zero output and zero gradients (never NaN).
 
 dtypes: float32 stays float32 and float64 stays float64, in every output and every gradient.
 Scalars enter the arithmetic as Python numbers or as ``dtype.type(...)``: a NumPy float64 scalar
 would silently turn float32 activations into float64 (and make training slower). float16 is
-refused: its rounding makes gradients useless on a CPU.
+refused: these passes are written and tested for float32 and float64 only.
 """
 
 from __future__ import annotations
@@ -294,8 +294,8 @@ def linear_forward(x, weight, bias=None):
             )
         arrays["bias"] = bias
     check_same_dtype(**arrays)
-    # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T would loop over the batch
-    # in many small products, several times slower for the tiny models of notebook 07.
+    # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T loops over the batch in
+    # many small products, which is slower for the tiny models of notebook 07.
     y = x.reshape(-1, x.shape[-1]) @ weight.T                        # (N, out), N = all positions
     if bias is not None:
         y += bias
