@@ -24,8 +24,9 @@ $(DEV_STAMP): requirements-dev.txt $(LEARNER_STAMP)
 setup: $(LEARNER_STAMP)
 
 ## make lab: open the course in JupyterLab (the token stays on: open the printed link).
+## Jupyter refuses to start as root (Docker, many cloud machines) unless told; only then is it told.
 lab: $(LEARNER_STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
 test: $(DEV_STAMP)
@@ -43,11 +44,13 @@ test-notebooks: $(DEV_STAMP)
 notebooks: $(DEV_STAMP)
 	$(PY) .ci/execute_notebooks.py $(NOTEBOOKS)
 
-## make student: student copies (solutions removed, outputs cleared) in build/student/{zh,en}/.
+## make student: one self-contained hand-out per language in build/student/{zh,en}/: student
+## notebooks (nbgrader: solutions removed, outputs cleared), figures, the library as a wheel.
 student: $(DEV_STAMP)
 	$(PY) .ci/build_student.py --out build/student
 
-## make grade SUBMITTED=folder: run completed notebooks and score their check cells.
+## make grade SUBMITTED=folder (one subfolder per student): nbgrader generate_assignment, autograde,
+## generate_feedback in build/grade/; prints a table by student and notebook, writes build/grade/grades.csv.
 grade: $(DEV_STAMP)
 	$(PY) .ci/grade.py $(SUBMITTED)
 

@@ -1,62 +1,153 @@
-"""Build the student copies of the course with nbgrader.
+"""Build the learners' hand-out: one self-contained folder per language.
 
-The notebooks in notebooks/ are the instructor version (solutions filled in, executed). This
-writes build/student/{zh,en}/ where every solution between ``### BEGIN SOLUTION`` and
-``### END SOLUTION`` is replaced by ``raise NotImplementedError()``, hidden tests are removed,
-check cells are locked, and outputs are cleared. figures/ is copied beside the copies so that
-relative image links keep working.
+The notebooks in notebooks/ are the instructor version (solutions filled in, executed). nbgrader's
+``generate_assignment`` (settings: nbgrader_config.py) turns them into the student version: every
+solution between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``raise
+NotImplementedError()``, hidden tests go, check cells are locked and outputs are cleared.
 
-Usage: python .ci/build_student.py [--out build/student]
+``build/student/<lang>/`` then holds everything a learner needs and nothing else::
+
+    README.md            two commands: make lab, make test (in the folder's language)
+    Makefile             from handout/Makefile
+    check_install.py     what make test runs (from handout/check_install.py)
+    requirements.txt     the learner's requirements, the library as the wheel below
+    wheels/attention_course-<version>-py3-none-any.whl   the whole library, built from src/
+    notebooks/<lang>/    the student notebooks
+    figures/             the images the notebooks read
+
+The notebooks sit two levels down, as in the repository, so that every relative link they hold
+(``../../figures/...``) stays valid. The instructor notebooks and their solutions do not ship.
+
+Usage: python .ci/build_student.py [--out build/student] [--lang zh --lang en]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("zh", "en")
+TEMPLATES = ROOT / "handout"
 
 
-def build(out: Path) -> list[Path]:
-    out = out.resolve()
-    nbgrader = Path(sys.executable).with_name("nbgrader")
-    written = []
+def nbgrader_env() -> dict:
+    """The environment nbgrader needs: it runs `alembic` as a program, from this Python's bin/."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def release(lang: str, course: Path, notebooks: list[str] | None = None) -> Path:
+    """Run ``nbgrader generate_assignment <lang> --no-db`` with course root ``course``.
+
+    Returns the folder of student notebooks, ``course/release/<lang>``. ``notebooks`` (names
+    without .ipynb) limits it to some notebooks, for quick tests.
+    """
+    args = [str(Path(sys.executable).with_name("nbgrader")), "generate_assignment", lang, "--no-db",
+            "--force", f"--CourseDirectory.root={course}", "--log-level=WARN"]
+    if notebooks:
+        # nbgrader takes a glob pattern of notebook ids
+        args.append(f"--notebook={notebooks[0]}" if len(notebooks) == 1
+                    else "--notebook=" + "{" + ",".join(notebooks) + "}")
+    course.mkdir(parents=True, exist_ok=True)
+    # From the repository's root, so nbgrader reads nbgrader_config.py.
+    subprocess.run(args, check=True, cwd=ROOT, env=nbgrader_env())
+    return course / "release" / lang
+
+
+def build_wheel(dest: Path) -> Path:
+    """The library as a wheel, built from a clean copy of src/ (no egg-info, no caches)."""
     with tempfile.TemporaryDirectory() as tmp:
-        course = Path(tmp)
-        for lang in LANGS:
-            shutil.copytree(ROOT / "notebooks" / lang, course / "source" / lang,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-            subprocess.run(
-                [str(nbgrader), "generate_assignment", lang, "--no-db", "--force",
-                 f"--CourseDirectory.root={course}", "--log-level=WARN"],
-                check=True, cwd=course,
-            )
+        tree = Path(tmp) / "attention_course"
+        tree.mkdir()
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (ROOT / name).exists():
+                shutil.copy2(ROOT / name, tree / name)
+        shutil.copytree(ROOT / "src", tree / "src",
+                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__", "*.pyc"))
+        dest.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                        "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(tree)],
+                       check=True)
+    wheels = sorted(dest.glob("attention_course-*.whl"))
+    if len(wheels) != 1:
+        raise RuntimeError(f"expected one wheel in {dest}, found {wheels}")
+    return wheels[0]
+
+
+def learner_requirements(wheel: str) -> str:
+    """The repository's requirements.txt, with the library taken from the wheel instead of `-e .`."""
+    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    while lines and lines[0].startswith("#"):     # the repository's heading speaks of the repository
+        lines.pop(0)
+    lines = ["# What make lab and make test install into .venv/ (Python 3.10-3.13)."] + [
+        line for line in lines if not line.strip().startswith("-e")]
+    lines += ["# The course's library, attention_course.", wheel]
+    return "\n".join(lines) + "\n"
+
+
+def title(path: Path) -> str:
+    """A notebook's title: the first line of its first Markdown cell, without the '#'."""
+    nb = nbformat.read(path, as_version=4)
+    first = next((c.source for c in nb.cells if c.cell_type == "markdown"), path.stem)
+    return first.splitlines()[0].lstrip("# ").strip() if first else path.stem
+
+
+def fill(template: str, lang: str, notebooks: list[Path]) -> str:
+    listing = "\n".join(f"  - [{title(p)}](notebooks/{lang}/{p.name})" for p in notebooks)
+    return template.replace("@LANG@", lang).replace("@NOTEBOOKS@", listing)
+
+
+def build(out: Path, langs=LANGS) -> dict[str, Path]:
+    """Write ``out/<lang>/`` for every language; return the hand-out folder of each."""
+    out = out.resolve()
+    written = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        wheel = build_wheel(tmp / "wheels")
+        for lang in langs:
+            students = release(lang, tmp / "course")
             target = out / lang
             if target.exists():
                 shutil.rmtree(target)
-            shutil.copytree(course / "release" / lang, target)
-            written += sorted(target.glob("*.ipynb"))
-    # Notebooks link images as ../../figures/...: keep that path valid from out/<lang>/.
-    figures = out.parent / "figures"
-    if (ROOT / "figures").exists() and figures.resolve() != (ROOT / "figures").resolve():
-        shutil.copytree(ROOT / "figures", figures, dirs_exist_ok=True)
+            notebooks_dir = target / "notebooks" / lang
+            notebooks_dir.mkdir(parents=True)
+            for nb in sorted(students.glob("*.ipynb")):
+                shutil.copy2(nb, notebooks_dir / nb.name)
+            shutil.copytree(ROOT / "figures", target / "figures")
+            (target / "wheels").mkdir()
+            shutil.copy2(wheel, target / "wheels" / wheel.name)
+            (target / "requirements.txt").write_text(learner_requirements(f"wheels/{wheel.name}"),
+                                                     encoding="utf-8")
+            notebooks = sorted(notebooks_dir.glob("*.ipynb"))
+            for src, dst in (("Makefile", "Makefile"), ("check_install.py", "check_install.py"),
+                             (f"README.{lang}.md", "README.md")):
+                text = (TEMPLATES / src).read_text(encoding="utf-8")
+                (target / dst).write_text(fill(text, lang, notebooks), encoding="utf-8")
+            written[lang] = target
     return written
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "build" / "student"),
-                        help="folder that receives zh/ and en/ (default build/student)")
+                        help="folder that receives one hand-out per language (default build/student)")
+    parser.add_argument("--lang", action="append", choices=LANGS,
+                        help="only this language (repeatable; default: all)")
     args = parser.parse_args()
-    written = build(Path(args.out))
-    for p in written:
-        print(p.relative_to(Path(args.out).resolve().parent))
-    print(f"{len(written)} student notebooks in {args.out}")
+    written = build(Path(args.out), tuple(args.lang or LANGS))
+    for lang, folder in written.items():
+        n = len(list((folder / "notebooks" / lang).glob("*.ipynb")))
+        print(f"{folder}: {n} student notebooks, figures, the library wheel; give learners this folder"
+              " (they run make lab, make test)")
     return 0
 
 

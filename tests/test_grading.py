@@ -1,0 +1,248 @@
+"""Grading on nbgrader, end to end: make grade with three students, and the README's route.
+
+One notebook is enough to prove the scores (the fastest to run: the fewest code cells); the
+code under test handles any number of notebooks and exercises.
+"""
+
+import csv
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from notebook_tools import ROOT, nbgrader_meta, notebook_names
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
+                                reason="nbgrader is an instructor tool (requirements-dev.txt)")
+
+LANG = "en"
+GRADE = ROOT / ".ci" / "grade.py"
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module      # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def fastest_notebook() -> str:
+    """The notebook with the fewest code cells: the quickest for nbgrader to run."""
+    def n_code(name):
+        nb = nbformat.read(ROOT / "notebooks" / LANG / name, as_version=4)
+        return sum(c.cell_type == "code" for c in nb.cells)
+    return min(notebook_names(), key=n_code)
+
+
+NAME = fastest_notebook()
+STEM = NAME.removesuffix(".ipynb")
+
+
+def exercises(nb):
+    """[(solution cell, [its check cells])] in order."""
+    out = []
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if meta.get("solution"):
+            out.append((cell, []))
+        elif meta.get("grade") and out:
+            out[-1][1].append(cell)
+    return out
+
+
+def points(cells) -> float:
+    return sum(float(nbgrader_meta(c)["points"]) for c in cells)
+
+
+def indent(code: str) -> str:
+    return "\n".join("    " + line for line in code.splitlines())
+
+
+def tampered_copy(blank, instructor):
+    """A learner who answers exercise 1 and tampers with every check cell.
+
+    Exercise 1: the correct answer, its check wrapped in try/except. Exercise 2: no answer, check
+    replaced by ``pass``. Exercise 3: no answer, check cell deleted. Further exercises: no answer,
+    check wrapped in try/except. Graded as if untouched, it earns exercise 1's points only.
+    """
+    nb = nbformat.from_dict(blank)
+    solved = exercises(instructor)
+    ex = exercises(nb)
+    assert len(ex) >= 3
+    ex[0][0].source = solved[0][0].source
+    for i, (_, checks) in enumerate(ex):
+        for check in checks:
+            if i == 1:
+                check.source = "pass"
+            elif i == 2:
+                nb.cells.remove(check)
+            else:
+                check.source = "try:\n" + indent(check.source) + "\nexcept Exception:\n    pass"
+    return nb, points(solved[0][1])
+
+
+@pytest.fixture(scope="module")
+def blank_and_instructor(tmp_path_factory):
+    course = tmp_path_factory.mktemp("release")
+    release = load_tool("build_student").release(LANG, course, [STEM])
+    blank = nbformat.read(release / NAME, as_version=4)
+    instructor = nbformat.read(ROOT / "notebooks" / LANG / NAME, as_version=4)
+    return blank, instructor
+
+
+@pytest.fixture(scope="module")
+def graded(blank_and_instructor, tmp_path_factory):
+    """make grade on three students: blank, correct (the instructor's notebook), tampered."""
+    blank, instructor = blank_and_instructor
+    submitted = tmp_path_factory.mktemp("returned")
+    for student in ("blank", "correct", "tampered"):
+        (submitted / student).mkdir()
+    nbformat.write(blank, submitted / "blank" / NAME)
+    shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "correct" / NAME)
+    tampered, expected = tampered_copy(blank, instructor)
+    nbformat.write(tampered, submitted / "tampered" / NAME)
+    out = tmp_path_factory.mktemp("grade")
+    csv_path = out / "grades.csv"
+    run = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out / "course"),
+                          "--csv", str(csv_path)], capture_output=True, text=True, timeout=600)
+    with csv_path.open(encoding="utf-8") as f:
+        rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
+    return run, rows, expected, points(c for _, checks in exercises(instructor) for c in checks), out
+
+
+def test_make_grade_scores_blank_correct_and_tampered(graded):
+    run, rows, expected, full, _ = graded
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert full > 0 and 0 < expected < full
+    score = {s: float(rows[(s, STEM)]["score"]) for s in ("blank", "correct", "tampered")}
+    assert score == {"blank": 0.0, "correct": full, "tampered": expected}
+    for s in score:
+        assert float(rows[(s, STEM)]["max_score"]) == full
+        assert rows[(s, STEM)]["status"].startswith("graded")
+    assert rows[("tampered", STEM)]["status"] == "graded, locked cells restored"
+    assert "restored" not in rows[("correct", STEM)]["status"]
+    # notebooks not returned are listed, and score 0, as nbgrader's gradebook says
+    others = [n.removesuffix(".ipynb") for n in notebook_names() if n != NAME]
+    for other in others:
+        assert rows[("correct", other)]["status"] == "missing"
+        assert float(rows[("correct", other)]["score"]) == 0
+    assert float(rows[("correct", "total")]["score"]) == full
+
+
+def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
+    run, _, expected, full, out = graded
+    lines = run.stdout.splitlines()
+    number = STEM.split("_")[0]
+    header = next(line for line in lines if line.startswith("student"))
+    assert number in header.split() and "total" in header.split()
+    row = {line.split()[0]: line.split() for line in lines[:6] if line.split()}
+    assert f"{full:g}/{full:g}" in row["correct"] and f"0/{full:g}" in row["blank"]
+    assert f"{expected:g}/{full:g}*" in row["tampered"]
+    notes = [line for line in lines if line.startswith("* tampered")]
+    assert any("checksum changed" in n for n in notes), run.stdout
+    assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
+    assert (out / "course" / "feedback" / "correct" / LANG / f"{STEM}.html").exists()
+
+
+def write_nb(path: Path, nb) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("missing", "is not a folder"),
+    ("empty", "has no student folders"),
+    ("loose", "holds notebooks directly"),
+    ("foreign", "no student folder holds a course notebook"),
+])
+def test_make_grade_refuses_unusable_input(tmp_path, capsys, layout, message):
+    submitted = tmp_path / "returned"
+    if layout != "missing":
+        submitted.mkdir()
+    if layout == "loose":
+        shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / NAME)
+    if layout == "foreign":
+        write_nb(submitted / "alice" / "homework.ipynb", nbformat.v4.new_notebook())
+    assert load_tool("grade").main([str(submitted), "--out", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_make_grade_without_a_folder_says_how_to_call_it(capsys):
+    assert load_tool("grade").main([]) == 2
+    assert "SUBMITTED=" in capsys.readouterr().err
+
+
+def test_a_notebook_is_assigned_to_its_language(tmp_path):
+    grade = load_tool("grade")
+    course = grade.course_notebooks()
+    for lang in ("zh", "en"):
+        path = tmp_path / lang / NAME
+        path.parent.mkdir()
+        shutil.copy(ROOT / "notebooks" / lang / NAME, path)
+        assert grade.language_of(path, course) == lang
+    write_nb(tmp_path / "x" / NAME, nbformat.v4.new_notebook())
+    assert grade.language_of(tmp_path / "x" / NAME, course) is None
+
+
+# --- The README's nbgrader route, command for command -----------------------------------------
+
+def instructor_section() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## 给教师")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def route_blocks() -> list[list[str]]:
+    """The README's shell blocks that autograde, as lists of commands (comments dropped)."""
+    blocks = re.findall(r"```bash\n(.*?)```", instructor_section(), re.S)
+    out = []
+    for block in blocks:
+        if "nbgrader autograde" not in block:
+            continue
+        commands = [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines()]
+        out.append([c for c in commands if c and not c.startswith("#")])
+    return out
+
+
+def test_the_readme_gives_the_same_route_in_both_languages():
+    blocks = route_blocks()
+    assert len(blocks) == 2, "one nbgrader route in the Chinese part, one in the English part"
+    zh, en = blocks
+    assert [re.sub(r"\bzh\b", "en", c) for c in zh] == en
+    for step in ("generate_assignment", "autograde", "generate_feedback", "export"):
+        assert any(f"nbgrader {step}" in c for c in en), step
+
+
+def test_the_readme_route_grades_a_class(tmp_path, blank_and_instructor):
+    """Run the README's English route verbatim in a course folder with one notebook per student."""
+    blank, _ = blank_and_instructor
+    commands = route_blocks()[1]
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    (tmp_path / "notebooks" / LANG).mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / LANG / NAME, tmp_path / "notebooks" / LANG / NAME)
+    os.symlink(ROOT / ".venv", tmp_path / ".venv")
+    write_nb(tmp_path / "returned" / "alice" / NAME, nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
+    write_nb(tmp_path / "returned" / "bob" / NAME, blank)
+    script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
+    run = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    full = points(c for _, checks in exercises(nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
+                  for c in checks)
+    csvs = sorted((tmp_path / "course").glob("*.csv")) + sorted(tmp_path.glob("*.csv"))
+    assert csvs, "nbgrader export wrote no CSV"
+    with csvs[0].open(encoding="utf-8") as f:
+        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
+    assert scores == {"alice": full, "bob": 0.0}
+    for student in ("alice", "bob"):
+        assert (tmp_path / "course" / "feedback" / student / LANG / f"{STEM}.html").exists()
