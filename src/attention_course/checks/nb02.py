@@ -82,7 +82,7 @@ def check_qkv_from_in_proj(learner, *, lang: str | None = None) -> None:
         learner, _qkv_from_in_proj_reference, _in_proj_cases(), lang=lang,
         name={"zh": "拆开 PyTorch 打包的权重", "en": "PyTorch's packed weights"},
         hint={"zh": "先想清楚哪几行属于查询、哪几行属于键和值（沿哪个轴切？），再想 PyTorch 的"
-                    "（输出, 输入）布局和我们的 (d_model, d_k) 布局差了什么。d_model 是方阵的边长，"
+                    "（输出，输入）布局和我们的 (d_model, d_k) 布局差了什么。d_model 是方阵的边长，"
                     "忘了这一步形状也不会报错。按 (Q, K, V) 的顺序返回。",
               "en": "first work out which rows belong to the queries, the keys and the values (cut "
                     "along which axis?), then what separates PyTorch's (out, in) layout from our "
@@ -211,7 +211,7 @@ def _cross_weights(X_query, X_source, W_Q, W_K):
 def _cross_cases():
     W_Q, W_K, _ = _weights(6, 4, 4, seed=31)
     return [
-        Case({"zh": "中文句子 3 个词提问，英文句子 5 个词被查（L=3,S=5）",
+        Case({"zh": "中文句子 3 个词提问，英文句子 5 个词被查（L = 3，S = 5）",
               "en": "a 3-word Chinese sentence asks, a 5-word English one answers (L=3, S=5)"},
              (_normal(30, 3, 6), _normal(32, 5, 6), W_Q, W_K)),
         Case({"zh": "两个句子都是 4 个词（L = S，换错来源不会报错）",
