@@ -100,7 +100,7 @@ def _reference_backward(dout, q, k, v, mask):
 def _backward_variants(dout, q, k, v, mask):
     w, dw, dz, scale = _pieces(dout, q, k, v, mask)
     dv = _swap(w) @ dout
-    diag = w * dw
+    diag = w * (1 - w) * dw                                          # J's diagonal only
     no_mask_w, no_mask_dw, no_mask_dz, _ = _pieces(dout, q, k, v, None)
     return [
         ((dz @ k * scale, dz @ q * scale, dv), _label(
@@ -109,7 +109,7 @@ def _backward_variants(dout, q, k, v, mask):
             "dk is missing a transpose: you used the gradient of the scores itself, but key j "
             "collects column j of it. With L = S the shapes happen to fit; the numbers do not.")),
         ((diag @ k * scale, _swap(diag) @ q * scale, dv), _label(
-            "你只用了 softmax 雅可比矩阵的对角线（p·(1 − p) 那部分）：一个分数变了，同一行的"
+            "你只用了 softmax 雅可比矩阵的对角线 p(1 − p)：一个分数变了，同一行的"
             "所有权重都会跟着变，要减去每行的加权和。",
             "You used only the diagonal of the softmax Jacobian: changing one score moves every "
             "weight of its row, so the row's weighted sum must be subtracted.")),
@@ -197,7 +197,7 @@ def _scale_variants(dout, q, k, v, scale):
             "你乘的是缩放后的分数：求导对象是缩放因子，乘它的是没缩放的 q·k。",
             "You multiplied by the scaled scores: the scale multiplies the unscaled q·k, and "
             "that is what its derivative is taken against.")),
-        (float(np.sum(w * dw * raw)), _label(
+        (float(np.sum(w * (1 - w) * dw * raw)), _label(
             "你只用了 softmax 雅可比矩阵的对角线：一个分数变了，同一行的所有权重都会跟着变。",
             "You used only the diagonal of the softmax Jacobian: changing one score moves every "
             "weight of its row.")),
@@ -349,7 +349,7 @@ def _suspect(bug: str | None):
         w, dw, dz, scale = _pieces(dout, q, k, v)
         dq, dk, dv = dz @ k * scale, _swap(dz) @ q * scale, _swap(w) @ dout
         if bug == "diagonal":
-            diag = w * dw
+            diag = w * (1 - w) * dw                                          # J's diagonal only
             dq, dk = diag @ k * scale, _swap(diag) @ q * scale
         elif bug == "dq_scale":
             dq = dz @ k
