@@ -96,6 +96,11 @@ def test_parameter_count(E, H, G):
     expected = E * E + 2 * E * G * d + E * E + (E + 2 * G * d + E)
     assert GroupedQueryAttention(E, H, G).num_parameters == expected
     assert GroupedQueryAttention(E, H, G, bias=False).num_parameters == expected - (2 * E + 2 * G * d)
+    for bias in (True, False):
+        layer = GroupedQueryAttention(E, H, G, bias=bias)
+        shapes = GroupedQueryAttention.parameter_shapes(E, H, G, bias=bias)
+        assert {name: getattr(layer, name).shape for name in shapes} == shapes
+        assert all(getattr(layer, name) is None for name in ("q_proj_bias", "out_proj_bias")) != bias
 
 
 def test_bad_input_names_the_argument():

@@ -1,4 +1,10 @@
-"""Notebook 04 (multi-head attention): its exercise checks and its widget."""
+"""Notebook 04 (multi-head attention): its exercise checks and its widget.
+
+For every check: it passes on the notebook's solution (both languages) and on other correct
+answers (einsum, loops, float32, lists), lets the stub's NotImplementedError through, fails on
+every classic mistake with a message naming the input (and the mistake), and fails when the
+answer is, or calls, a function the exercise forbids.
+"""
 
 import matplotlib
 import numpy as np
@@ -7,192 +13,230 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
-from attention_course import checks, head_patterns, merge_heads, scaled_dot_product_attention
-from attention_course.checks import CheckFailed
+from attention_course import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    grouped_query_attention,
+    head_patterns,
+    merge_heads,
+    repeat_kv,
+    scaled_dot_product_attention,
+)
 from attention_course.checks import nb04 as nb04_checks
 from attention_course.widgets import nb04
-from notebook_tools import load_solutions, stub
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "04_multi_head_attention.ipynb"
 
 
-@pytest.fixture(scope="module")
-def solutions():
-    return load_solutions(NAME)
+@pytest.fixture(scope="module", params=["zh", "en"])
+def solutions(request):
+    return load_solutions(NAME, lang=request.param)
 
 
-# --- exercise 1: split_heads -------------------------------------------------------------------
-
-def split_without_transpose(x, num_heads):
-    *batch, L, E = x.shape
-    return x.reshape(*batch, num_heads, L, E // num_heads)      # heads split in the wrong order
-
-
-def split_interleaved(x, num_heads):
-    *batch, L, E = x.shape
-    x = x.reshape(*batch, L, E // num_heads, num_heads)          # head h = every H-th feature
-    return np.moveaxis(x, -1, -3)
+CHECKS = [
+    ("head_contributions", nb04_checks.check_head_contributions),
+    ("grouped_attention", nb04_checks.check_grouped_attention),
+    ("grouped_num_parameters", nb04_checks.check_grouped_num_parameters),
+]
 
 
-def split_2d_only(x, num_heads):
-    L, E = x.shape                                               # forgets leading batch axes
-    return x.reshape(L, num_heads, E // num_heads).transpose(1, 0, 2)
+@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
+def test_check_passes_on_the_solution_with_one_line(solutions, name, check, capsys):
+    check(solutions[name], lang="en")
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and out.count("\n") == 1, out
 
 
-def test_split_heads_check_passes_on_the_solution(solutions, capsys):
-    nb04_checks.check_split_heads(solutions["my_split_heads"])
-    assert "all 6 cases pass" in capsys.readouterr().out
-
-
-def test_split_heads_check_lets_the_stub_through():
+@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
+def test_check_lets_the_stub_error_through(name, check):
     with pytest.raises(NotImplementedError):
-        nb04_checks.check_split_heads(stub)
+        check(stub, lang="en")
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (split_without_transpose, "x of shape (L=3, E=4), H=2"),
-    (split_interleaved, "x of shape (L=3, E=4), H=2"),
-    (split_2d_only, "a batch (B=2, L=4, E=6), H=2"),
-])
-def test_split_heads_check_catches(wrong, fragment):
-    with pytest.raises(CheckFailed) as info:
-        nb04_checks.check_split_heads(wrong)
-    assert fragment in str(info.value)
-    assert "Hint" in str(info.value)
+@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
+def test_check_refuses_something_that_is_not_a_function(name, check):
+    assert "expected a function" in failure(check, 42)
 
 
-def test_split_heads_check_speaks_chinese():
-    checks.set_language("zh")
-    with pytest.raises(CheckFailed) as info:
-        nb04_checks.check_split_heads(split_without_transpose)
-    assert "x 形状 (L=3, E=4),H=2" in str(info.value) and "提示" in str(info.value)
+def test_check_messages_in_chinese():
+    msg = failure(nb04_checks.check_grouped_attention, lambda q, k, v: q, lang="zh")
+    assert "练习 2" in msg and "输入：" in msg and "提示：" in msg
 
 
-# --- exercise 2: merge_heads -------------------------------------------------------------------
+# --- exercise 1: each head's share ------------------------------------------------------------
 
-def merge_without_transpose(x):
-    *batch, H, L, D = x.shape
-    return x.reshape(*batch, L, H * D)                           # mixes words across heads
-
-
-def merge_interleaved(x):
-    *batch, H, L, D = x.shape
-    return np.moveaxis(x, -3, -1).reshape(*batch, L, H * D)      # feature-major: [h0f0, h1f0, ...]
+def blocks(heads, W_O):
+    return W_O.reshape(heads.shape[-3], heads.shape[-1], -1)
 
 
-def merge_reversed(x):
-    return np.concatenate(list(np.moveaxis(x, -3, 0))[::-1], axis=-1)   # heads in reverse order
+def test_contributions_other_correct_answers_pass(capsys):
+    def loops(heads, W_O):
+        h, d_v = heads.shape[-3], heads.shape[-1]
+        return np.stack([heads[..., i, :, :] @ W_O[i * d_v:(i + 1) * d_v] for i in range(h)], axis=-3)
+
+    def einsum(heads, W_O):
+        return np.einsum("...hld,hde->...hle", heads, blocks(heads, W_O))
+
+    def as_list(heads, W_O):                       # a list of h arrays: right for unbatched heads only
+        d_v = heads.shape[-1]
+        parts = [heads[..., i, :, :] @ W_O[i * d_v:(i + 1) * d_v] for i in range(heads.shape[-3])]
+        return np.stack(parts, axis=-3).tolist()
+
+    for fn in (loops, einsum, as_list):
+        nb04_checks.check_head_contributions(fn, lang="en")
+    assert capsys.readouterr().out.count("✓") == 3
 
 
-@pytest.mark.parametrize("wrong", [merge_without_transpose, merge_interleaved, merge_reversed])
-def test_merge_heads_check_catches_wrong_concatenation_order(wrong):
-    with pytest.raises(CheckFailed) as info:
-        nb04_checks.check_merge_heads(wrong)
-    assert "x of shape (H=2, L=3, D=2)" in str(info.value)
+@pytest.mark.parametrize("learner, words", [
+    (lambda H, W: np.stack([H[..., i, :, :] @ W[:, i * H.shape[-1]:(i + 1) * H.shape[-1]].T
+                            for i in range(H.shape[-3])], axis=-3), "by **columns**"),
+    (lambda H, W: np.einsum("...hld,dhe->...hle", H, W.reshape(H.shape[-1], H.shape[-3], -1)),
+     "grouped the wrong way"),
+    (lambda H, W: H @ blocks(H, W) / H.shape[-3], "divided by h"),
+    (lambda H, W: H @ blocks(H, W)[:1], "the same block"),
+    (lambda H, W: merge_heads(H) @ W, "keeping the head axis"),
+], ids=["columns", "wrong grouping", "averaged", "one block", "summed"])
+def test_contributions_catch_each_classic_mistake(learner, words):
+    assert words in failure(nb04_checks.check_head_contributions, learner)
 
 
-def test_merge_heads_check_passes_on_the_solution_and_not_on_the_stub(solutions, capsys):
-    nb04_checks.check_merge_heads(solutions["my_merge_heads"])
-    assert "all 5 cases pass" in capsys.readouterr().out
-    with pytest.raises(NotImplementedError):
-        nb04_checks.check_merge_heads(stub)
+def test_contributions_catch_a_transposed_w_o_with_the_worst_index():
+    msg = failure(nb04_checks.check_head_contributions, lambda H, W: H @ blocks(H, W.T))
+    assert "values differ; the largest difference is at index" in msg and "h = 3 heads" in msg
 
 
-# --- exercise 3: number of parameters ----------------------------------------------------------
-
-def params_without_output(d, h, bias=True):
-    return 3 * d * d + (3 * d if bias else 0)                    # forgot W_O
-
-
-def params_without_biases(d, h, bias=True):
-    return 4 * d * d                                             # forgot the biases
-
-
-def params_divided_by_heads(d, h, bias=True):
-    return 4 * d * (d // h) + (4 * d if bias else 0)             # counted one head only
+@settings(max_examples=20, deadline=None)
+@given(h=st.integers(1, 4), L=st.integers(1, 4), d_v=st.integers(1, 3), d_model=st.integers(1, 6),
+       seed=st.integers(0, 100))
+def test_solution_contributions_add_up_to_the_output(h, L, d_v, d_model, seed):
+    rng = np.random.default_rng(seed)
+    heads, W_O = rng.normal(size=(2, h, L, d_v)), rng.normal(size=(h * d_v, d_model))
+    parts = load_solutions(NAME)["head_contributions"](heads, W_O)
+    np.testing.assert_allclose(parts.sum(axis=-3), merge_heads(heads) @ W_O, atol=1e-12)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (params_without_output, "the base model of Vaswani et al.: d_model=512, h=8, with biases"),
-    (params_without_biases, "the base model of Vaswani et al.: d_model=512, h=8, with biases"),
-    (params_divided_by_heads, "the base model of Vaswani et al.: d_model=512, h=8, with biases"),
-])
-def test_num_parameters_check_catches(wrong, fragment):
-    with pytest.raises(CheckFailed) as info:
-        nb04_checks.check_num_parameters(wrong)
-    assert fragment in str(info.value)
-    assert "1050624" in str(info.value)                           # the expected count is shown
+# --- exercise 2: grouped-query attention --------------------------------------------------------
+
+def test_grouped_other_correct_answers_pass(capsys):
+    def loops(q, k, v):
+        h, G = q.shape[-3], k.shape[-3]
+        outs = [scaled_dot_product_attention(q[..., i, :, :], k[..., i // (h // G), :, :],
+                                             v[..., i // (h // G), :, :]) for i in range(h)]
+        return np.stack(outs, axis=-3)
+
+    def by_hand_float32(q, k, v):                   # the whole attention, in the inputs' dtype
+        per = q.shape[-3] // k.shape[-3]
+        qg = q.reshape(*q.shape[:-3], k.shape[-3], per, *q.shape[-2:])
+        s = qg @ np.swapaxes(k, -1, -2)[..., None, :, :] * q.dtype.type(1 / np.sqrt(q.shape[-1]))
+        w = np.exp(s - s.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+        out = w @ v[..., None, :, :]
+        return out.reshape(*q.shape[:-1], v.shape[-1])
+
+    for fn in (loops, by_hand_float32):
+        nb04_checks.check_grouped_attention(fn, lang="en")
+    assert capsys.readouterr().out.count("✓") == 2
 
 
-def test_num_parameters_check_is_exact():
-    # Off by one on a million must still fail: the tolerance is zero.
-    with pytest.raises(CheckFailed):
-        nb04_checks.check_num_parameters(lambda d, h, bias=True: 4 * d * d + 4 * d * bias + 1)
+def tiled(q, k, v):
+    per = q.shape[-3] // k.shape[-3]
+    return scaled_dot_product_attention(q, np.concatenate([k] * per, -3), np.concatenate([v] * per, -3))
 
 
-def test_num_parameters_check_passes_on_the_solution_and_not_on_the_stub(solutions, capsys):
-    nb04_checks.check_num_parameters(solutions["mha_num_parameters"])
-    assert "all 6 cases pass" in capsys.readouterr().out
-    with pytest.raises(NotImplementedError):
-        nb04_checks.check_num_parameters(stub)
+def averaged_queries(q, k, v):
+    G, per = k.shape[-3], q.shape[-3] // k.shape[-3]
+    qm = q.reshape(*q.shape[:-3], G, per, *q.shape[-2:]).mean(-3)
+    return np.repeat(scaled_dot_product_attention(qm, k, v), per, axis=-3)
 
 
-@given(h_exp=st.integers(0, 5), width=st.integers(1, 8), bias=st.booleans())
-@settings(max_examples=25, deadline=None)
-def test_solution_count_never_depends_on_the_number_of_heads(solutions, h_exp, width, bias):
-    count = solutions["mha_num_parameters"]
-    H = 2 ** h_exp
-    d = H * width
-    assert count(d, H, bias) == count(d, 1, bias) == 4 * d * d + 4 * d * bias
+def first_group_only(q, k, v):
+    h = q.shape[-3]
+    return scaled_dot_product_attention(q, np.repeat(k[..., :1, :, :], h, -3),
+                                        np.repeat(v[..., :1, :, :], h, -3))
 
 
-# --- exercise 4: the forward pass --------------------------------------------------------------
-
-def _split(x, H):
-    *batch, L, E = x.shape
-    return np.swapaxes(x.reshape(*batch, L, H, E // H), -3, -2)
+def unscaled(q, k, v):
+    per = q.shape[-3] // k.shape[-3]
+    return scaled_dot_product_attention(q, np.repeat(k, per, -3), np.repeat(v, per, -3), scale=1.0)
 
 
-def forward_averaging_heads(x, W_q, W_k, W_v, W_o, num_heads):
-    heads = scaled_dot_product_attention(_split(x @ W_q, num_heads), _split(x @ W_k, num_heads),
-                                         _split(x @ W_v, num_heads))
-    return np.tile(heads.mean(axis=-3), num_heads) @ W_o         # average instead of concatenate
+def scaled_by_all_heads(q, k, v):
+    per = q.shape[-3] // k.shape[-3]
+    return scaled_dot_product_attention(q, np.repeat(k, per, -3), np.repeat(v, per, -3),
+                                        scale=float(1 / np.sqrt(q.shape[-1] * q.shape[-3])))
 
 
-def forward_without_output(x, W_q, W_k, W_v, W_o, num_heads):
-    heads = scaled_dot_product_attention(_split(x @ W_q, num_heads), _split(x @ W_k, num_heads),
-                                         _split(x @ W_v, num_heads))
-    return merge_heads(heads)                                    # forgot W_o
+@pytest.mark.parametrize("learner, words", [
+    (tiled, "dealt the key/value heads out in turn"),
+    (averaged_queries, "averaged the query heads"),
+    (first_group_only, "used key/value head 0"),
+    (unscaled, "not divided by √d_k"),
+    (scaled_by_all_heads, "width of one head"),
+], ids=["tile", "mean of queries", "first group", "no scale", "scale of all heads"])
+def test_grouped_catch_each_classic_mistake(learner, words):
+    assert words in failure(nb04_checks.check_grouped_attention, learner)
 
 
-def forward_single_wide_head(x, W_q, W_k, W_v, W_o, num_heads):
-    return scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v) @ W_o   # no heads at all
+@pytest.mark.parametrize("forbidden", [
+    grouped_query_attention,
+    lambda q, k, v: grouped_query_attention(q, k, v),
+    lambda q, k, v: scaled_dot_product_attention(q, repeat_kv(k, q.shape[-3]), repeat_kv(v, q.shape[-3])),
+], ids=["is it", "calls it", "repeat_kv"])
+def test_grouped_refuses_the_library_under_any_name(forbidden):
+    assert "asks you not to use" in failure(nb04_checks.check_grouped_attention, forbidden)
 
 
-def forward_naive_softmax(x, W_q, W_k, W_v, W_o, num_heads):
-    q, k, v = (_split(x @ W, num_heads) for W in (W_q, W_k, W_v))
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    e = np.exp(scores)                                           # overflows on large scores
-    return merge_heads((e / e.sum(-1, keepdims=True)) @ v) @ W_o
+def test_grouped_refuses_the_layer():
+    def through_the_layer(q, k, v):
+        GroupedQueryAttention.__call__(None, q)         # any use of the layer's forward
+    assert "asks you not to use" in failure(nb04_checks.check_grouped_attention, through_the_layer)
 
 
-@pytest.mark.parametrize("wrong, fragment", [
-    (forward_averaging_heads, "x of shape (L=4, E=6), H=2"),
-    (forward_without_output, "x of shape (L=4, E=6), H=2"),
-    (forward_single_wide_head, "x of shape (L=4, E=6), H=2"),
-    (forward_naive_softmax, "large inputs"),
-])
-def test_forward_check_catches(wrong, fragment):
-    with pytest.raises(CheckFailed) as info:
-        nb04_checks.check_multi_head_forward(wrong)
-    assert fragment in str(info.value)
+# --- exercise 3: parameters of a grouped-query layer ----------------------------------------------
+
+def test_parameters_other_correct_answers_pass(capsys):
+    def per_projection(d, h, G, bias=True):
+        shapes = [(d, d), (G * (d // h), d), (G * (d // h), d), (d, d)]
+        return sum(a * b + (a if bias else 0) for a, b in shapes)
+
+    nb04_checks.check_grouped_num_parameters(per_projection, lang="en")
+    nb04_checks.check_grouped_num_parameters(
+        lambda d, h, G, bias=True: np.int64(per_projection(d, h, G, bias)), lang="en")
+    assert capsys.readouterr().out.count("✓") == 2
 
 
-def test_forward_check_passes_on_the_solution_and_not_on_the_stub(solutions, capsys):
-    nb04_checks.check_multi_head_forward(solutions["multi_head_forward"])
-    assert "all 6 cases pass" in capsys.readouterr().out
-    with pytest.raises(NotImplementedError):
-        nb04_checks.check_multi_head_forward(stub)
+@pytest.mark.parametrize("learner, words", [
+    (lambda d, h, G, bias=True: 4 * d * d + 4 * d * bias, "plain multi-head attention"),
+    (lambda d, h, G, bias=True: 2 * d * d + 2 * d * G * d + bias * (2 * d + 2 * G * d), "G·d_model wide"),
+    (lambda d, h, G, bias=True: d * d + 2 * d * G * (d // h) + bias * (d + 2 * G * (d // h)), "W_O"),
+    (lambda d, h, G, bias=True: 2 * d * d + 2 * d * G * (d // h) + 2 * d + 2 * G * (d // h),
+     "no biases"),
+    (lambda d, h, G, bias=True: 2 * d * d + 2 * d * G * (d // h) + bias * 4 * d, "biases are miscounted"),
+    (lambda d, h, G, bias=True: d * d + 3 * d * G * (d // h) + bias * (d + 3 * G * (d // h)),
+     "W_Q for G heads"),
+    (lambda d, h, G, bias=True: float(2 * d * d + 2 * d * G * (d // h)) + 0.5, "got"),
+], ids=["mha", "kv width", "no W_O", "bias ignored", "bias 4d", "Q grouped", "not an int"])
+def test_parameters_catch_each_classic_mistake(learner, words):
+    assert words in failure(nb04_checks.check_grouped_num_parameters, learner)
+
+
+@pytest.mark.parametrize("forbidden", [
+    lambda d, h, G, bias=True: GroupedQueryAttention(d, h, G, bias=bias).num_parameters,
+    lambda d, h, G, bias=True: MultiHeadAttention(d, h, bias=bias).num_parameters if G == h else 0,
+    lambda d, h, G, bias=True: sum(np.prod(s) for s in GroupedQueryAttention.parameter_shapes(
+        d, h, G, bias).values()),
+], ids=["grouped layer", "mha layer", "the layer's shapes"])
+def test_parameters_refuse_building_a_layer(forbidden):
+    assert "asks you not to use" in failure(nb04_checks.check_grouped_num_parameters, forbidden)
+
+
+@settings(max_examples=30, deadline=None)
+@given(d_k=st.integers(1, 8), G=st.integers(1, 4), per=st.integers(1, 4), bias=st.booleans())
+def test_solution_count_matches_the_layer(d_k, G, per, bias):
+    h = G * per
+    count = load_solutions(NAME)["grouped_num_parameters"](h * d_k, h, G, bias)
+    assert count == GroupedQueryAttention(h * d_k, h, G, bias=bias).num_parameters
 
 
 # --- the widget --------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ class GroupedQueryAttention:
     >>> gqa = GroupedQueryAttention(embed_dim=8, num_heads=4, num_kv_heads=2, seed=0)
     >>> out, w = gqa(np.ones((3, 8), dtype=np.float32), average_attn_weights=False)
     >>> out.shape, w.shape, gqa.num_parameters
-    ((3, 8), (4, 3, 3), 200)
+    ((3, 8), (4, 3, 3), 216)
     """
 
     def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int, bias: bool = True,
@@ -190,6 +190,29 @@ class GroupedQueryAttention:
         self.k_proj_bias = np.zeros(kv, dtype) if bias else None
         self.v_proj_bias = np.zeros(kv, dtype) if bias else None
         self.out_proj_bias = np.zeros(E, dtype) if bias else None
+
+    @staticmethod
+    def parameter_shapes(embed_dim: int, num_heads: int, num_kv_heads: int,
+                         bias: bool = True) -> dict[str, tuple[int, ...]]:
+        """The shape of every weight and bias of such a layer, without building it.
+
+        Examples
+        --------
+        >>> GroupedQueryAttention.parameter_shapes(8, 4, 2, bias=False)["k_proj_weight"]
+        (4, 8)
+        """
+        E = positive_int(embed_dim, "embed_dim")
+        H = positive_int(num_heads, "num_heads")
+        G = positive_int(num_kv_heads, "num_kv_heads")
+        if E % H:
+            raise ValueError(f"embed_dim={E} is not divisible by num_heads={H}")
+        _group_sizes(H, G)
+        kv = G * (E // H)
+        shapes = {"q_proj_weight": (E, E), "k_proj_weight": (kv, E), "v_proj_weight": (kv, E),
+                  "out_proj_weight": (E, E)}
+        if bias:
+            shapes.update(q_proj_bias=(E,), k_proj_bias=(kv,), v_proj_bias=(kv,), out_proj_bias=(E,))
+        return shapes
 
     @classmethod
     def from_multi_head(cls, mha: MultiHeadAttention) -> GroupedQueryAttention:

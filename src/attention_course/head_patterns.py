@@ -123,7 +123,7 @@ def head_gain(head_dim: int, sharpness: float = SHARPNESS) -> float:
 
     Examples
     --------
-    >>> round(head_gain(16, 8.0) ** 2 / np.sqrt(16), 6)
+    >>> round(head_gain(16, 8.0) ** 2 / 4, 6)            # √16 = 4
     8.0
     """
     return float(np.sqrt(sharpness * np.sqrt(head_dim)))
