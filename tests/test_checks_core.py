@@ -157,6 +157,12 @@ def test_forbidden_numpy_functions(forbidden, learner):
     assert f"calls np.{forbidden.__name__}" in message or "calls np.linalg.norm" in message, message
 
 
+def test_forbidden_method_of_an_array():
+    message = failure(lambda x: by_hand(x)[:, np.arange(x.shape[1]).argsort()],
+                      forbidden=[np.ndarray.argsort])
+    assert "calls ndarray.argsort" in message, message
+
+
 def by_hand_with(exp, x):
     z = exp(x - x.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)

@@ -398,7 +398,11 @@ def fail(name, label, reason, *, hint=None, lang: str | None = None):
 # ---------------------------------------------------------------------------------------------
 
 def _unwrap_chain(obj, limit: int = 20) -> list:
-    """``obj`` and everything it wraps: partial.func, __wrapped__, a bound method's function."""
+    """``obj`` and everything it wraps: partial.func, __wrapped__, a bound method's function.
+
+    Only attributes an object really holds are followed (its ``__dict__``), never computed ones:
+    this runs on every call the profiler sees, and must neither be slow nor run learner code.
+    """
     chain, seen = [], set()
     while obj is not None and id(obj) not in seen and len(chain) < limit:
         chain.append(obj)
@@ -409,11 +413,10 @@ def _unwrap_chain(obj, limit: int = 20) -> list:
             obj = obj.__func__
         else:
             try:
-                obj = inspect.getattr_static(obj, "__wrapped__", None)
-            except Exception:  # an object with an odd __getattr__ is not a wrapper we know
-                obj = None
-            if isinstance(obj, (property, types.MemberDescriptorType, types.GetSetDescriptorType)):
-                obj = None
+                namespace = object.__getattribute__(obj, "__dict__")
+            except AttributeError:
+                break
+            obj = namespace.get("__wrapped__") if isinstance(namespace, dict) else None
     return chain
 
 
@@ -433,7 +436,10 @@ class _Forbidden:
         self.codes: dict = {}      # code object -> shown name
         self.objects: dict = {}    # id(callable) -> (callable, shown name)
         self.silent: dict = {}     # the same, for callables whose calls make no profile event
+        self.method_names: set = set()   # names of forbidden methods of C types (ndarray.argsort)
         for f in forbidden:
+            if isinstance(f, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+                self.method_names.add(f.__name__)
             shown = _display(f)
             chain = _unwrap_chain(f)
             codes = []
@@ -564,14 +570,16 @@ class _Watcher:
                             self.hit = shown
                             return
         elif event == "c_call":
-            shown = self.forbidden.which(arg)
+            hit = self.forbidden.objects.get(id(arg))
+            shown = hit[1] if hit is not None and hit[0] is arg else None
             if shown is None:
                 owner = getattr(arg, "__self__", None)
                 if isinstance(owner, np.ufunc):            # np.add.reduce when np.add is forbidden
                     shown = self.forbidden.which(owner)
-                elif owner is not None and not isinstance(owner, types.ModuleType):
+                elif (owner is not None and not isinstance(owner, types.ModuleType)
+                      and getattr(arg, "__name__", None) in self.forbidden.method_names):
                     # a method of a C type, e.g. x.argsort when np.ndarray.argsort is forbidden
-                    method = inspect.getattr_static(type(owner), getattr(arg, "__name__", ""), None)
+                    method = inspect.getattr_static(type(owner), arg.__name__, None)
                     shown = self.forbidden.which(method) if method is not None else None
             if shown is not None:
                 self.hit = shown
