@@ -4,7 +4,9 @@ For every widget of the course (each Explorer subclass in attention_course.widge
 static figure of its default setting, in both languages: figures/widget_nbNN_<Name>_<lang>.png.
 (The benchmark plot comes from `make bench`, the browser screenshots from `make test-browser`.)
 
-Usage: python .ci/make_figures.py
+Usage: python .ci/make_figures.py [nbNN ...]    (only those notebooks' widgets; default: all)
+
+Notebook 07's explorer trains its four default models first (a few seconds).
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def explorers():
                 yield info.name, name, cls
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    only = set(sys.argv[1:] if argv is None else argv)
     OUT.mkdir(exist_ok=True)
     written = []
     for module, name, cls in explorers():
+        if only and module not in only:
+            continue
         takes_lang = "lang" in inspect.signature(cls).parameters
         for lang in ("zh", "en") if takes_lang else ("en",):
             explorer = cls(lang=lang) if takes_lang else cls()
