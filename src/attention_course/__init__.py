@@ -11,6 +11,7 @@ One module per idea, in the order of the notebooks:
 - :mod:`.cost` and :mod:`.chunked` - the quadratic cost and exact chunked attention (06)
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
 - :mod:`.backprop`, :mod:`.optim`, :mod:`.gradcheck` - backward passes, Adam and gradient checks (07)
+- :mod:`.tasks`, :mod:`.tiny_model`, :mod:`.progress` - tiny attention-only models trained in seconds (07)
 - :mod:`.examples`, :mod:`.plots`, :mod:`.widgets`, :mod:`.checks` - shared course material
 
 Mask convention everywhere: a boolean mask is True where a position takes part.
@@ -47,6 +48,7 @@ from .optim import Adam
 from .positional import alibi_bias, apply_rotary, position_shift_matrix, sinusoidal_positional_encoding
 from .projections import cosine_similarity, plane_rotation, project_qkv
 from .softmax import softmax
+from .tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
 
 __version__ = "0.1.0"
 
@@ -75,6 +77,11 @@ __all__ = [
     "softmax_backward",
     "softmax_cross_entropy",
     "softmax_forward",
+    # tiny models trained in seconds (07)
+    "AttentionOnlyModel",
+    "LibraryModel",
+    "TrainingRun",
+    "train",
     # the rest of the library
     "alibi_bias",
     "apply_rotary",
