@@ -451,6 +451,12 @@ def test_describe_and_lists():
     assert compare([0.5, 0.6], [0.5, 0.5], lang="en").startswith("1 of 2 values differ")
     assert compare((np.ones(2), 3), (np.ones(2), 4), lang="en") == "item 1: got 3, expected 4"
     assert compare([4, 6], (4, 6)) is None and compare([4, 7], (4, 6)) is not None
+    assert compare({"a": np.ones(2)}, {"a": np.ones(2)}) is None
+    message = compare({"a": np.ones(2)}, {"a": np.zeros(2)}, lang="en")
+    assert message.startswith("key 'a': 2 of 2 values differ")
+    ragged = [np.ones(2), np.ones(3)]
+    assert compare([np.ones(2), np.ones(3)], ragged) is None
+    assert compare([np.ones(2), np.zeros(3)], ragged, lang="en").startswith("item 1: 3 of 3 values differ")
 
 
 CJK = r"[\u4e00-\u9fff]"

@@ -75,6 +75,10 @@ _TEXT = {
     "tuple": {"en": "expected a tuple of {n} items, got {got}",
               "zh": "应返回含 {n} 项的元组，实际得到 {got}"},
     "item": {"en": "item {i}: {reason}", "zh": "第 {i} 项：{reason}"},
+    "list": {"en": "expected a list of {n} items, got {got}", "zh": "应返回含 {n} 项的列表，实际得到 {got}"},
+    "keys": {"en": "expected a dict with the keys {expected}, got {got}",
+             "zh": "应返回键为 {expected} 的字典，实际得到 {got}"},
+    "key": {"en": "key {key}: {reason}", "zh": "键 {key}：{reason}"},
     "none": {"en": "your function returned None (is the return statement missing?)",
              "zh": "函数返回了 None（是不是漏了 return？）"},
     "not_array": {"en": "expected an array, got {got}", "zh": "应返回数组，实际得到 {got}"},
@@ -301,6 +305,14 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
             if reason:
                 return _say("item", lang, i=i, reason=reason)
         return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return _say("keys", lang, expected=sorted(map(str, expected)), got=describe(got, lang))
+        for key in expected:
+            reason = _compare(got[key], expected[key], rtol, atol, scaled, check_dtype, lang)
+            if reason:
+                return _say("key", lang, key=repr(key), reason=reason)
+        return None
     if isinstance(expected, list):
         try:
             array = np.asarray(expected)
@@ -308,6 +320,14 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
             array = None
         if array is not None and array.dtype.kind in "biuf":
             expected = array
+        else:                                 # a list of arrays of different shapes: item by item
+            if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+                return _say("list", lang, n=len(expected), got=describe(got, lang))
+            for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+                reason = _compare(g, e, rtol, atol, scaled, check_dtype, lang)
+                if reason:
+                    return _say("item", lang, i=i, reason=reason)
+            return None
     if isinstance(expected, np.ndarray):
         if not isinstance(got, np.ndarray):
             try:
