@@ -1,0 +1,118 @@
+"""The hand-out set up as a learner would: a copy in a new folder, its own venv, its make test.
+
+The venv is new and the wheel is really installed into it. To stay quick and offline, the
+third-party requirements come from this environment: a .pth file in the new venv points at a
+folder of links to this environment's packages, leaving out attention_course itself, so pip finds
+every requirement satisfied except the library, which it installs from the hand-out's wheel.
+One language is run (en); the zh notebooks have the same code cells (tests/test_notebook_parity.py).
+"""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from notebook_tools import ROOT, nbgrader_meta
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("nbgrader") is None or shutil.which("make") is None,
+    reason="the hand-out is built with nbgrader (requirements-dev.txt) and run by make")
+
+LANG = "en"
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module      # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def borrowed_packages(dest: Path) -> Path:
+    """Links to this environment's installed packages, without attention_course."""
+    dest.mkdir()
+    site = Path(sysconfig.get_paths()["purelib"])
+    for entry in site.iterdir():
+        name = entry.name.lower()
+        if name.startswith(("attention_course", "__editable__", "_attention_course")) \
+                or name.endswith(".pth"):
+            continue
+        (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def learner(tmp_path_factory):
+    """The en hand-out, copied to a new folder, with a fresh venv; its make test already run."""
+    built = load_tool("build_student").build(tmp_path_factory.mktemp("build") / "student", (LANG,))
+    home = tmp_path_factory.mktemp("learner") / "attention-course"
+    shutil.copytree(built[LANG], home)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home / ".venv")], check=True)
+    venv_python = home / ".venv" / "bin" / "python"
+    venv_site = Path(subprocess.run(
+        [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip())
+    deps = borrowed_packages(tmp_path_factory.mktemp("deps") / "site-packages")
+    (venv_site / "borrowed.pth").write_text(f"{deps}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not p.startswith(str(ROOT / ".venv")))
+    run = subprocess.run(["make", "test"], cwd=home, env=env, capture_output=True, text=True,
+                         timeout=900)
+    return home, venv_site, run
+
+
+def test_make_test_installs_the_wheel_into_the_learners_venv(learner):
+    home, venv_site, run = learner
+    assert run.returncode == 0, run.stdout + run.stderr
+    installed = list(venv_site.glob("attention_course-*.dist-info"))
+    assert len(installed) == 1, "pip installed the library from the wheel into the new venv"
+    record = (installed[0] / "RECORD").read_text()
+    for module in (ROOT / "src" / "attention_course").rglob("*.py"):
+        if "__pycache__" not in module.parts:
+            assert str(module.relative_to(ROOT / "src")) in record
+    where = re.search(r"imported from (\S+)", run.stdout)
+    assert where and Path(where.group(1)).resolve().is_relative_to(venv_site.resolve()), run.stdout
+
+
+def test_make_test_runs_every_notebook_and_only_the_checks_stop_on_the_stubs(learner):
+    home, _, run = learner
+    notebooks = sorted((home / "notebooks" / LANG).glob("*.ipynb"))
+    checks = sum(1 for p in notebooks for c in nbformat.read(p, as_version=4).cells
+                 if nbgrader_meta(c).get("grade"))
+    summary = re.search(r"^summary: (.*)$", run.stdout, re.M)
+    assert summary, run.stdout + run.stderr
+    counts = dict(item.split("=") for item in summary.group(1).split())
+    assert counts == {"notebooks": str(len(notebooks)), "check_cells": str(checks),
+                      "not_answered": str(checks), "passed": "0", "rejected": "0",
+                      "errors_elsewhere": "0"}, run.stdout
+    for p in notebooks:
+        assert re.search(rf"^ok\s+{re.escape(p.name)}\b", run.stdout, re.M), run.stdout
+
+
+def test_make_test_fails_and_names_the_cell_when_a_notebook_is_broken(learner, tmp_path):
+    """The installation check can fail: a non-check cell that stops is named, exit status 1."""
+    home, _, _ = learner
+    shutil.copy(home / "check_install.py", tmp_path / "check_install.py")
+    nb = nbformat.v4.new_notebook()
+    stub = nbformat.v4.new_code_cell("def f():\n    raise NotImplementedError()")
+    check = nbformat.v4.new_code_cell("f()")
+    check.metadata["nbgrader"] = {"grade": True, "grade_id": "x-check", "points": 1, "locked": True}
+    broken = nbformat.v4.new_code_cell("import no_such_module_here")
+    nb.cells = [stub, check, broken]
+    (tmp_path / "notebooks" / LANG).mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "notebooks" / LANG / "01_x.ipynb")
+    run = subprocess.run([str(home / ".venv" / "bin" / "python"), "check_install.py"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cell 2 stopped with ModuleNotFoundError" in run.stdout
+    assert "summary: notebooks=1 check_cells=1 not_answered=1 passed=0 rejected=0 errors_elsewhere=1" \
+        in run.stdout
