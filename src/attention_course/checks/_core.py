@@ -78,7 +78,7 @@ _TEXT = {
     "list": {"en": "expected a list of {n} items, got {got}", "zh": "应返回含 {n} 项的列表，实际得到 {got}"},
     "keys": {"en": "expected a dict with the keys {expected}, got {got}",
              "zh": "应返回键为 {expected} 的字典，实际得到 {got}"},
-    "key": {"en": "key {key}: {reason}", "zh": "键 {key}：{reason}"},
+    "key": {"en": "key {name}: {reason}", "zh": "键 {name}：{reason}"},
     "none": {"en": "your function returned None (is the return statement missing?)",
              "zh": "函数返回了 None（是不是漏了 return？）"},
     "not_array": {"en": "expected an array, got {got}", "zh": "应返回数组，实际得到 {got}"},
@@ -311,7 +311,7 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
         for key in expected:
             reason = _compare(got[key], expected[key], rtol, atol, scaled, check_dtype, lang)
             if reason:
-                return _say("key", lang, key=repr(key), reason=reason)
+                return _say("key", lang, name=repr(key), reason=reason)
         return None
     if isinstance(expected, list):
         try:
