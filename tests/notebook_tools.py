@@ -119,11 +119,11 @@ _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _HTML = re.compile(r"<!--.*?-->|<[A-Za-z/][^>]*>", re.S)
 
 
-def prose(markdown: str, code: str = " ", math: str = " ") -> str:
+def prose(markdown: str, code: str = " ", math: str = " ", html: str = "") -> str:
     """A Markdown text with its non-prose parts replaced: fenced code blocks and code spans by
-    ``code``, math (``$...$``, ``$$...$$``, ``\\[...\\]``, environments) by ``math``, images and
-    HTML tags removed, links reduced to their text. Line breaks are kept, so that rules about
-    them (and line-based positions) still work."""
+    ``code``, math (``$...$``, ``$$...$$``, ``\\[...\\]``, environments) by ``math``, HTML tags
+    by ``html`` (default: removed), images removed, links reduced to their text. Line breaks are
+    kept, so that rules about them (and line-based positions) still work."""
     keep_lines = lambda m, by: by + "\n" * m.group(0).count("\n")  # noqa: E731
     text = _FENCE.sub(lambda m: keep_lines(m, code), markdown)
     text = _MATH_BLOCK.sub(lambda m: keep_lines(m, math), text)
@@ -131,7 +131,7 @@ def prose(markdown: str, code: str = " ", math: str = " ") -> str:
     text = _MATH_INLINE.sub(math, text)
     text = _IMAGE.sub("", text)
     text = _LINK.sub(r"\1", text)
-    return _HTML.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return _HTML.sub(lambda m: html + "\n" * m.group(0).count("\n"), text)
 
 
 def markdown_cells(lang: str, name: str) -> list[tuple[int, str]]:

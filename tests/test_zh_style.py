@@ -94,7 +94,8 @@ def _is_repr(text: str, m: re.Match) -> bool:
 # --- rules --------------------------------------------------------------------------------------
 
 def newline_breaks(markdown: str, where: str, line_numbers: bool = False) -> list[Finding]:
-    text = prose(markdown, code=CODE, math=MATH)
+    # an HTML tag ends a line of its own (<summary>提示</summary> then the text below it)
+    text = prose(markdown, code=CODE, math=MATH, html="⟨html⟩")
     lines = text.split("\n")
     found = []
     for m in NEWLINE_IN_PARAGRAPH.finditer(text):
@@ -264,6 +265,7 @@ def test_newline_rule_sees_paragraphs_not_code_headings_or_tables():
     assert not newline_breaks("```python\n# 注释\n# 注释\n```", "t")
     assert not newline_breaks("文字 `代码\n代码` 文字", "t")
     assert not newline_breaks("- 第一项\n- 第二项", "t")
+    assert not newline_breaks("<details><summary>提示</summary>\n看看哪一维</details>", "t")
 
 
 @pytest.mark.parametrize("text", ["「猫」和「一只」", '词 "猫" 的权重', "'猫' 3.0", "『内』", '看"它"'])
