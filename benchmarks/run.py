@@ -1,32 +1,37 @@
 """Attention side by side: direct NumPy, fast_attention, online softmax and PyTorch SDPA.
 
-Then the execution time of every course notebook (both languages), the way a learner runs them.
+Each under three masks (none, causal, key padding), then the execution time of every course
+notebook (both languages), the way a learner runs them.
 
     python benchmarks/run.py                 # the full run (what `make bench` calls)
     python benchmarks/run.py --quick         # n = 256, 512 and few repeats (or BENCH_QUICK=1)
     python benchmarks/run.py --help          # sizes, repeats, output folder, skipping parts
 
+`make bench` first installs what this compares against (benchmarks/requirements.txt) and runs
+this script with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so that NumPy's OpenBLAS picks
+the kernel a user's CPU would get; the header says which kernel it ran.
+
 Method
 ------
-* Every variant computes the same thing: float32, batch 1, 8 heads, d = 64, no mask.
-* Timing: for each n, the variants are measured in rounds, the order rotating from round to
-  round, so that a disturbance (another process, a frequency change) hits all of them alike;
-  the table shows the median of each variant's timed calls. A variant whose call takes under
-  0.3 s is first called untimed for 0.15 s, then timed three times in a row; longer calls are
-  timed once per round. The untimed calls matter: idle OpenBLAS threads keep spinning for
-  about 0.1 s after a call, and OpenMP threads for a shorter while, slowing down whatever is
-  timed next (right after a multi-threaded NumPy matrix product, PyTorch at n = 1024 took more
-  than twice as long). A plain pause would be unfair the other way: right after an idle pause
-  of 0.15 s, ``fast_attention`` at n = 1024 ran about 25 % slower here, PyTorch did not.
-  Untimed calls let the previous variant's threads fall asleep and put the next variant in the
+* Every variant computes the same thing: float32, batch 1, 8 heads, d = 64. Masks: none;
+  ``is_causal=True``; a boolean key-padding mask of shape (1, 1, 1, n) whose last quarter of
+  keys is padding (torch gets the same boolean mask).
+* Timing: for each n, every (variant, mask) pair is measured in rounds, the order rotating
+  from round to round, so that a disturbance (another process, a frequency change) hits all of
+  them alike; the tables show the median of each pair's timed calls, and the ratios are ratios
+  of those medians, from the same run. A call under 0.3 s is first called untimed for 0.15 s,
+  then timed three times in a row; longer calls are timed once per round. The untimed calls
+  matter: idle OpenBLAS threads keep spinning for about 0.1 s after a call, and OpenMP threads
+  for a shorter while, slowing down whatever is timed next. They also put each variant in the
   steady state of a loop of calls, which is what a model running layer after layer sees.
-* Effective GFLOP/s counts 4·n²·d operations per head (``attention_flops``), whatever a variant
-  really does, so it compares like with like. It is set against the rate of a large float32
-  NumPy matrix product (2048 × 2048, all cores) measured in the same rounds.
-* Peak extra memory: each variant runs once in a fresh child process; the figure is the peak
-  resident memory during that call minus the resident memory just before it (inputs, libraries
-  and thread pools already in place). It includes the (1, 8, n, 64) output.
-* PyTorch is optional: without it its column is left out, with a note.
+* Effective GFLOP/s counts 4·n²·d operations per head (``attention_flops``) without a mask,
+  whatever a variant really does. It is set against the rate of a large float32 NumPy matrix
+  product (2048 × 2048, all cores) measured in the same rounds.
+* Peak extra memory (no mask): each variant runs once in a fresh child process; the figure is
+  the peak resident memory during that call minus the resident memory just before it (inputs,
+  libraries and thread pools already in place). It includes the (1, 8, n, 64) output.
+* The direct formula and the online softmax are left out above n = 4096 (their time and, for
+  the direct formula, gigabytes of scores would dominate the run).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +51,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADS, D, BATCH = 8, 64, 1
-FULL_SIZES = (256, 512, 1024, 2048, 4096)
+FULL_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_SIZES = (256, 512)
 GEMM_N = 2048
 # Calls shorter than SHORT_CALL_S are timed SHORT_PER_ROUND times per round, after SETTLE_S
@@ -54,14 +60,32 @@ SHORT_CALL_S = 0.3
 SETTLE_S = 0.15
 SHORT_PER_ROUND = 3
 VARIANTS = ("direct", "fast", "online", "torch")
+MASKS = ("none", "causal", "padding")
+PADDING = 0.25                      # share of the keys that are padding in the padding column
+MAX_N = {"direct": 4096, "online": 4096}
 LABELS = {
-    "direct": "direct NumPy",
-    "fast": "fast_attention",
-    "online": "online softmax",
-    "torch": "PyTorch SDPA",
+    "en": {"direct": "direct NumPy", "fast": "fast_attention", "online": "online softmax",
+           "torch": "PyTorch SDPA"},
+    "zh": {"direct": "直接公式（NumPy）", "fast": "fast_attention", "online": "在线 softmax",
+           "torch": "PyTorch SDPA"},
 }
-# Targets for the fast path, from the course's benchmark issue.
-TARGET_RATIO, TARGET_MEMORY_MIB, TARGET_GEMM_SHARE, TARGET_NOTEBOOK_S = 1.25, 32.0, 0.60, 60.0
+MASK_LABELS = {
+    "en": {"none": "no mask", "causal": "causal", "padding": "key padding"},
+    "zh": {"none": "无掩码", "causal": "因果掩码", "padding": "填充掩码"},
+}
+# Targets for fast_attention, from the course's benchmark issue: time / PyTorch's time.
+def target_ratio(n: int) -> float:
+    return 1.25 if n <= 512 else (1.0 if n <= 1024 else 0.8)
+
+
+TARGET_CAUSAL_N, TARGET_CAUSAL_SPEEDUP = 4096, 1.8
+TARGET_MEMORY_N, TARGET_MEMORY_MIB = 4096, 32.0
+TARGET_NOTEBOOK_S, TARGET_NB07_S = 90.0, 25.0
+KERNEL_WARNING = "Kernel is running over TCP without encryption"
+
+
+def target_gemm_share(n: int) -> float | None:
+    return 0.70 if n >= 4096 else (0.60 if n >= 2048 else None)
 
 
 # ---------------------------------------------------------------- variants
@@ -82,17 +106,39 @@ def make_inputs(n: int, seed: int = 0):
     return tuple(rng.standard_normal((BATCH, HEADS, n, D), dtype=np.float32) for _ in range(3))
 
 
-def make_call(variant: str, q, k, v):
-    """A no-argument function that computes attention once with the given variant."""
+def padding_keep(n: int) -> np.ndarray:
+    """(1, 1, 1, n) boolean key-padding mask: True for the real keys, the last quarter padding."""
+    keep = np.ones((1, 1, 1, n), bool)
+    keep[..., n - int(n * PADDING):] = False
+    return keep
+
+
+def mask_kwargs(mask: str, n: int) -> dict:
+    if mask == "causal":
+        return {"is_causal": True}
+    if mask == "padding":
+        return {"attn_mask": padding_keep(n)}
+    return {}
+
+
+def runs(variant: str, n: int) -> bool:
+    return n <= MAX_N.get(variant, n)
+
+
+def make_call(variant: str, q, k, v, mask: str = "none"):
+    """A no-argument function that computes attention once with the given variant and mask."""
+    kw = mask_kwargs(mask, q.shape[-2])
     if variant == "torch":
         import torch
 
         tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))   # shares memory, no copy
+        tkw = {key: torch.from_numpy(val) if isinstance(val, np.ndarray) else val
+               for key, val in kw.items()}
         sdpa = torch.nn.functional.scaled_dot_product_attention
 
         def call():
             with torch.inference_mode():
-                return sdpa(tq, tk, tv)
+                return sdpa(tq, tk, tv, **tkw)
         return call
     from attention_course.attention import scaled_dot_product_attention
     from attention_course.chunked import online_softmax_attention
@@ -100,7 +146,7 @@ def make_call(variant: str, q, k, v):
 
     fn = {"direct": scaled_dot_product_attention, "fast": fast_attention,
           "online": online_softmax_attention}[variant]
-    return lambda: fn(q, k, v)
+    return lambda: fn(q, k, v, **kw)
 
 
 def flops(n: int) -> int:
@@ -111,8 +157,8 @@ def flops(n: int) -> int:
 
 # ---------------------------------------------------------------- timing
 
-def measure_times(sizes, variants, repeats_for, gemm_n, log=print):
-    """Median seconds per (n, variant), and the GEMM rate in FLOP/s, all from the same rounds."""
+def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
+    """Median seconds per (n, variant, mask), and the GEMM rate in FLOP/s, from the same rounds."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal((gemm_n, gemm_n), dtype=np.float32)
     b = rng.standard_normal((gemm_n, gemm_n), dtype=np.float32)
@@ -122,41 +168,43 @@ def measure_times(sizes, variants, repeats_for, gemm_n, log=print):
     times = {}
     for n in sizes:
         q, k, v = make_inputs(n)
-        calls = {name: make_call(name, q, k, v) for name in variants}
+        calls = {(name, mask): make_call(name, q, k, v, mask)
+                 for name in variants if runs(name, n) for mask in masks}
         calls["gemm"] = calls_gemm
         last = {}
-        for name, call in calls.items():   # warm up: thread pools, BLAS buffers, page faults
+        for key, call in calls.items():    # warm up: thread pools, BLAS buffers, page faults
             start = time.perf_counter()
             call()
-            last[name] = time.perf_counter() - start
-        samples = {name: [] for name in calls}
-        names = list(calls)
+            last[key] = time.perf_counter() - start
+        samples = {key: [] for key in calls}
+        keys = list(calls)
         for r in range(repeats_for(n)):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
-                if last[name] < SHORT_CALL_S:
-                    # Untimed calls of this variant for SETTLE_S first: meanwhile the
-                    # previous variant's idle threads stop spinning (OpenBLAS spins for about
-                    # 0.1 s after a call), and this variant reaches the steady state of a
-                    # loop of calls. Then several timed calls in a row.
+            shift = r % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                if last[key] < SHORT_CALL_S:
+                    # Untimed calls of this pair for SETTLE_S first: meanwhile the previous
+                    # pair's idle threads stop spinning, and this one reaches the steady state
+                    # of a loop of calls. Then several timed calls in a row.
                     settle_until = time.perf_counter() + SETTLE_S
-                    calls[name]()
+                    calls[key]()
                     while time.perf_counter() < settle_until:
-                        calls[name]()
+                        calls[key]()
                     repeats = SHORT_PER_ROUND
                 else:
                     repeats = 1
                 for _ in range(repeats):
                     start = time.perf_counter()
-                    calls[name]()
-                    last[name] = time.perf_counter() - start
-                    samples[name].append(last[name])
-        for name in variants:
-            times[n, name] = statistics.median(samples[name])
+                    calls[key]()
+                    last[key] = time.perf_counter() - start
+                    samples[key].append(last[key])
+        for key in calls:
+            if key != "gemm":
+                times[(n, *key)] = statistics.median(samples[key])
         gemm_samples += samples["gemm"]
-        shown = "  ".join(f"{name} {times[n, name] * 1e3:8.1f} ms ({len(samples[name])})"
-                          for name in variants)
-        log(f"  n = {n:5d}  {shown}")
+        for mask in masks:
+            shown = "  ".join(f"{name} {times[n, name, mask] * 1e3:8.1f} ms"
+                              for name in variants if (n, name, mask) in times)
+            log(f"  n = {n:5d}  {mask:8s} {shown}")
         del q, k, v, calls
     gemm_rate = 2 * gemm_n**3 / statistics.median(gemm_samples)
     return times, gemm_rate
@@ -215,6 +263,8 @@ def measure_memory(sizes, variants, log=print):
     mib = {}
     for n in sizes:
         for name in variants:
+            if not runs(name, n):
+                continue
             proc = subprocess.run(
                 [sys.executable, str(Path(__file__).resolve()), "--memory-child", name, str(n)],
                 capture_output=True, text=True, check=False,
@@ -224,28 +274,67 @@ def measure_memory(sizes, variants, log=print):
                 mib[n, name] = float("nan")
             else:
                 mib[n, name] = float(proc.stdout.strip().splitlines()[-1])
-        log(f"  n = {n:5d}  " + "  ".join(f"{name} {mib[n, name]:8.1f} MiB" for name in variants))
+        log(f"  n = {n:5d}  " + "  ".join(f"{name} {mib[n, name]:8.1f} MiB" for name in variants
+                                          if (n, name) in mib))
     return mib
 
 
-# ---------------------------------------------------------------- report
+# ---------------------------------------------------------------- what ran where
 
-def blas_description() -> list[str]:
+def blas_description() -> list[dict]:
     """One line per native thread pool (BLAS, OpenMP) that threadpoolctl finds loaded."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
-        return ["BLAS: unknown (threadpoolctl is not installed)"]
+        return [{"en": "BLAS: unknown (threadpoolctl is not installed)",
+                 "zh": "BLAS：未知（没有安装 threadpoolctl）"}]
     lines = []
     for info in threadpool_info():
         kind = "BLAS" if info.get("user_api") == "blas" else "OpenMP"
-        details = [f"{info.get('num_threads')} threads"]
-        details += [f"{key} {info[key]}" for key in ("architecture", "threading_layer")
-                    if info.get(key)]
+        en, zh = [], []
+        if info.get("architecture"):
+            en.append(f"kernel {info['architecture']}")
+            zh.append(f"内核 {info['architecture']}")
+        en.append(f"{info.get('num_threads')} threads")
+        zh.append(f"{info.get('num_threads')} 个线程")
+        if info.get("threading_layer"):
+            en.append(f"threading {info['threading_layer']}")
+            zh.append(f"线程实现 {info['threading_layer']}")
         version = f" {info['version']}" if info.get("version") else ""
-        lines.append(f"{kind}: {info.get('internal_api')}{version} [{info.get('prefix')}] "
-                     f"({', '.join(details)})")
-    return lines or ["BLAS: none found by threadpoolctl"]
+        lib = f"{info.get('internal_api')}{version} [{info.get('prefix')}]"
+        lines.append({"en": f"{kind}: {lib} ({', '.join(en)})",
+                      "zh": f"{kind}：{lib}（{'，'.join(zh)}）"})
+    return lines or [{"en": "BLAS: none found by threadpoolctl",
+                      "zh": "BLAS：threadpoolctl 没有找到"}]
+
+
+def torch_description() -> dict:
+    import torch
+
+    build = torch.version.git_version[:10] if getattr(torch.version, "git_version", None) else "?"
+    capability = torch.backends.cpu.get_cpu_capability()
+    backend = next((line.split(":", 1)[1].strip() for line in
+                    torch.__config__.parallel_info().splitlines()
+                    if line.startswith("ATen parallel backend")), "?")
+    threads = torch.get_num_threads()
+    return {"en": f"PyTorch {torch.__version__} (build {build}, CPU capability {capability}, "
+                  f"parallel backend {backend}, {threads} threads)",
+            "zh": f"PyTorch {torch.__version__}（构建 {build}，CPU 指令集 {capability}，"
+                  f"并行后端 {backend}，{threads} 个线程）"}
+
+
+def environment_lines() -> list[dict]:
+    lines = []
+    for key in sorted(os.environ):
+        if key.startswith("OPENBLAS_") or key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            lines.append({"en": f"environment: {key}={os.environ[key]}",
+                          "zh": f"环境变量：{key}={os.environ[key]}"})
+    if "OPENBLAS_CORETYPE" not in os.environ:
+        lines.append({"en": "environment: OPENBLAS_CORETYPE not set (OpenBLAS picks the kernel "
+                            "for this CPU; `make bench` unsets it)",
+                      "zh": "环境变量：没有设置 OPENBLAS_CORETYPE（OpenBLAS 按这台 CPU 选择内核；"
+                            "`make bench` 会取消这个设置）"})
+    return lines
 
 
 def load_average() -> float | None:
@@ -266,116 +355,228 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def build_rows(sizes, variants, times, gemm_rate, mib):
-    """One row per (n, variant): the numbers the table and the plot show."""
+# ---------------------------------------------------------------- report
+
+def build_rows(sizes, variants, masks, times, gemm_rate, mib):
+    """One row per (n, variant) that ran: the numbers the tables and the plot show."""
     rows = []
     for n in sizes:
         for name in variants:
-            t = times[n, name]
-            rate = flops(n) / t
-            ratio = t / times[n, "torch"] if "torch" in variants else None
-            rows.append({"n": n, "variant": name, "ms": t * 1e3, "ratio": ratio,
-                         "gflops": rate / 1e9, "gemm_share": rate / gemm_rate,
-                         "mib": mib.get((n, name), float("nan"))})
+            if (n, name, masks[0]) not in times:
+                continue
+            row = {"n": n, "variant": name, "ms": {}, "ratio": {}}
+            for mask in masks:
+                t = times[n, name, mask]
+                row["ms"][mask] = t * 1e3
+                theirs = times.get((n, "torch", mask))
+                row["ratio"][mask] = t / theirs if theirs else None
+            t0 = times.get((n, name, "none"))
+            row["causal_speedup"] = (t0 / times[n, name, "causal"]
+                                     if t0 and (n, name, "causal") in times else None)
+            rate = flops(n) / t0 if t0 else None
+            row["gflops"] = rate / 1e9 if rate else None
+            row["gemm_share"] = rate / gemm_rate if rate else None
+            row["mib"] = mib.get((n, name), float("nan"))
+            rows.append(row)
     return rows
 
 
-def markdown_table(rows, with_torch: bool) -> str:
-    head = "| n | variant | time (ms) |" + (" × torch |" if with_torch else "") + \
-        " GFLOP/s | % of GEMM | peak extra (MiB) |"
-    lines = [head, "|" + "---:|" * (head.count("|") - 1)]
-    lines[1] = lines[1].replace("---:|", ":---|", 2)   # left-align n and variant
-    for r in rows:
-        cells = [f"{r['n']}", LABELS[r["variant"]], f"{r['ms']:.1f}"]
+HEAD = {
+    "en": {"n": "n", "variant": "variant", "ms": "{mask} (ms)", "ratio": "× torch",
+           "speedup": "no mask / causal", "gflops": "GFLOP/s", "gemm": "% of GEMM",
+           "mib": "peak extra (MiB)"},
+    "zh": {"n": "n", "variant": "实现", "ms": "{mask}（毫秒）", "ratio": "× torch",
+           "speedup": "无掩码 / 因果", "gflops": "GFLOP/s", "gemm": "占 GEMM 速度",
+           "mib": "额外峰值内存（MiB）"},
+}
+
+
+def markdown_table(rows, masks, with_torch: bool, lang: str = "en") -> str:
+    h = HEAD[lang]
+    cols = [h["n"], h["variant"]]
+    for mask in masks:
+        cols.append(h["ms"].format(mask=MASK_LABELS[lang][mask]))
         if with_torch:
-            cells.append(f"{r['ratio']:.2f}")
-        cells += [f"{r['gflops']:.1f}", f"{100 * r['gemm_share']:.0f} %", f"{r['mib']:.1f}"]
+            cols.append(h["ratio"])
+    if "causal" in masks and "none" in masks:
+        cols.append(h["speedup"])
+    cols += [h["gflops"], h["gemm"], h["mib"]]
+    lines = ["| " + " | ".join(cols) + " |",
+             "|:---|:---|" + "---:|" * (len(cols) - 2)]
+
+    def fmt(x, spec):
+        return "—" if x is None or (isinstance(x, float) and not np.isfinite(x)) else format(x, spec)
+
+    for r in rows:
+        cells = [str(r["n"]), LABELS[lang][r["variant"]]]
+        for mask in masks:
+            cells.append(fmt(r["ms"].get(mask), ".1f"))
+            if with_torch:
+                cells.append(fmt(r["ratio"].get(mask), ".2f"))
+        if "causal" in masks and "none" in masks:
+            cells.append(fmt(r["causal_speedup"], ".2f"))
+        share = None if r["gemm_share"] is None else 100 * r["gemm_share"]
+        cells += [fmt(r["gflops"], ".1f"), fmt(share, ".0f") + (" %" if share else ""),
+                  fmt(r["mib"], ".1f")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def target_lines(rows, with_torch: bool) -> list[str]:
+def target_lines(rows, masks, with_torch: bool, lang: str = "en") -> list[str]:
+    """fast_attention against each target of the issue: the measured values and a verdict."""
+    zh = lang == "zh"
     fast = {r["n"]: r for r in rows if r["variant"] == "fast"}
     lines = []
-    big = [n for n in fast if 1024 <= n <= 4096]
-    if with_torch and big:
-        worst = max(fast[n]["ratio"] for n in big)
-        ratios = ", ".join(f"{fast[n]['ratio']:.2f}" for n in big)
-        lines.append(f"fast_attention / PyTorch SDPA time, n = {big[0]}…{big[-1]}: {ratios} "
-                     f"(worst {worst:.2f}; target ≤ {TARGET_RATIO})")
-    elif not with_torch:
-        lines.append("fast_attention / PyTorch SDPA: not measured (no PyTorch)")
-    if fast:
-        n_max = max(fast)
-        lines.append(f"fast_attention peak extra memory at n = {n_max}: "
-                     f"{fast[n_max]['mib']:.1f} MiB (target ≤ {TARGET_MEMORY_MIB:.0f} MiB at "
-                     "n = 4096)")
-        shares = ", ".join(f"{100 * fast[n]['gemm_share']:.0f} %" for n in sorted(fast))
-        lines.append(f"fast_attention share of the GEMM rate, n = {min(fast)}…{n_max}: {shares} "
-                     f"(target ≥ {100 * TARGET_GEMM_SHARE:.0f} %)")
+
+    def verdict(ok):
+        return ("达标" if ok else "未达标") if zh else ("met" if ok else "NOT met")
+
+    if with_torch:
+        for mask in masks:
+            parts, ok = [], True
+            for n in sorted(fast):
+                ratio = fast[n]["ratio"].get(mask)
+                if ratio is None:
+                    continue
+                ok &= ratio <= target_ratio(n)
+                parts.append(f"n = {n}: {ratio:.2f}（≤ {target_ratio(n)}）" if zh
+                             else f"n = {n}: {ratio:.2f} (≤ {target_ratio(n)})")
+            if parts:
+                label = MASK_LABELS[lang][mask]
+                lines.append((f"fast_attention / PyTorch SDPA 的时间比，{label}：" if zh else
+                              f"fast_attention / PyTorch SDPA time, {label}: ")
+                             + ("；" if zh else "; ").join(parts) + (" — " if not zh else "，")
+                             + verdict(ok))
+    else:
+        lines.append("fast_attention / PyTorch SDPA：未测量（没有 PyTorch）" if zh else
+                     "fast_attention / PyTorch SDPA: not measured (no PyTorch)")
+    if TARGET_CAUSAL_N in fast and fast[TARGET_CAUSAL_N]["causal_speedup"]:
+        s = fast[TARGET_CAUSAL_N]["causal_speedup"]
+        lines.append(
+            f"fast_attention 在 n = {TARGET_CAUSAL_N} 时，无掩码耗时 / 因果掩码耗时 = {s:.2f}"
+            f"（目标 ≥ {TARGET_CAUSAL_SPEEDUP}），{verdict(s >= TARGET_CAUSAL_SPEEDUP)}" if zh else
+            f"fast_attention at n = {TARGET_CAUSAL_N}, time without mask / time causal: {s:.2f} "
+            f"(target ≥ {TARGET_CAUSAL_SPEEDUP}) — {verdict(s >= TARGET_CAUSAL_SPEEDUP)}")
+    shares = [(n, fast[n]["gemm_share"], target_gemm_share(n)) for n in sorted(fast)
+              if fast[n]["gemm_share"] is not None]
+    if shares:
+        ok = all(t is None or s >= t for _, s, t in shares)
+        parts = [f"n = {n}: {100 * s:.0f} %" + (f"（≥ {100 * t:.0f} %）" if zh else f" (≥ {100 * t:.0f} %)")
+                 if t else f"n = {n}: {100 * s:.0f} %" for n, s, t in shares]
+        lines.append(("fast_attention 占 GEMM 速度的比例（无掩码）：" if zh else
+                      "fast_attention share of the GEMM rate (no mask): ")
+                     + ("；" if zh else "; ").join(parts) + ("，" if zh else " — ") + verdict(ok))
+    if TARGET_MEMORY_N in fast and np.isfinite(fast[TARGET_MEMORY_N]["mib"]):
+        m = fast[TARGET_MEMORY_N]["mib"]
+        lines.append(
+            f"fast_attention 在 n = {TARGET_MEMORY_N} 时的额外峰值内存：{m:.1f} MiB"
+            f"（目标 ≤ {TARGET_MEMORY_MIB:.0f} MiB），{verdict(m <= TARGET_MEMORY_MIB)}" if zh else
+            f"fast_attention peak extra memory at n = {TARGET_MEMORY_N}: {m:.1f} MiB "
+            f"(target ≤ {TARGET_MEMORY_MIB:.0f} MiB) — {verdict(m <= TARGET_MEMORY_MIB)}")
     return lines
 
 
-def write_markdown(path: Path, rows, header: list[str], with_torch: bool, targets,
-                   gemm_n: int) -> None:
-    text = ["# Attention: NumPy next to PyTorch · 注意力:NumPy 与 PyTorch 对照", ""]
-    text += [f"- {line}" for line in header]
-    text += ["", markdown_table(rows, with_torch), ""]
-    text += [
-        "Time: median of timed calls, in rounds in which all variants run in turn (a call under "
-        "0.3 s is timed three times in a row per round, after 0.15 s of untimed calls of the "
-        "same variant, so that no thread of the previous variant is still spinning). "
-        "GFLOP/s counts 4·n²·d "
-        "per head for every variant. % of GEMM: that rate as a share of the rate of a "
-        f"{gemm_n} × {gemm_n} float32 NumPy matrix product, measured in the same rounds (all "
-        "cores). Peak extra memory: peak "
-        "resident memory during one call, in a fresh process, minus what was resident just "
-        "before; it includes the output.",
-        "",
-        "时间:所有变体按轮次交替运行,取计时调用的中位数(短于 0.3 秒的调用,每轮先不计时地"
-        "连续调用 0.15 秒,让上一个变体的线程停止空转,再连续计时三次)。"
-        "GFLOP/s 对每个变体都按每个头 4·n²·d 次运算计算;"
-        f"% of GEMM 是它占同一次运行中 {gemm_n} × {gemm_n} float32 NumPy 矩阵乘法速度的比例。"
-        "额外峰值内存:在新进程里调用一次时的常驻内存峰值减去调用前的常驻内存,含输出数组。",
-        "",
-    ]
+METHOD = {
+    "en": ("Time: median of timed calls, in rounds in which every variant and mask runs in turn "
+           "(a call under 0.3 s is timed three times in a row per round, after 0.15 s of untimed "
+           "calls of the same variant, so that no thread of the previous one is still spinning); "
+           "× torch is the ratio of the two medians, from the same run. Masks: none; "
+           "`is_causal=True`; a boolean key-padding mask (1, 1, 1, n) whose last quarter of keys "
+           "is padding, the same for PyTorch. fast_attention drops keys that a key-padding mask "
+           "blocks for every query before computing any score. No mask / causal: how many times "
+           "faster the causal call is. GFLOP/s counts 4·n²·d per head without a mask, for every "
+           "variant; % of GEMM is that rate as a share of the rate of a {g} × {g} float32 NumPy "
+           "matrix product measured in the same rounds (all cores). Peak extra memory (no mask): "
+           "peak resident memory during one call, in a fresh process, minus what was resident "
+           "just before; it includes the output. —: not run (the direct formula and the online "
+           "softmax stop at n = 4096)."),
+    "zh": ("时间：每种实现和每种掩码按轮次交替运行，取计时调用的中位数（短于 0.3 秒的调用，每轮先不"
+           "计时地连续调用 0.15 秒，让上一个实现的线程停止空转，再连续计时三次）；× torch 是同一次运行"
+           "中两个中位数之比。掩码：无；`is_causal=True`；形状为 (1, 1, 1, n) 的布尔填充掩码，最后四分之一"
+           "的键是填充，PyTorch 用同一个掩码。fast_attention 在计算分数之前，先去掉填充掩码对所有查询都"
+           "屏蔽的键。无掩码 / 因果：因果掩码的调用快多少倍。GFLOP/s 对每种实现都按无掩码时每个头 "
+           "4·n²·d 次运算计算；占 GEMM 速度是它与同一轮中 {g} × {g} float32 NumPy 矩阵乘法（全部核心）"
+           "速度之比。额外峰值内存（无掩码）：在新进程里调用一次时的常驻内存峰值减去调用前的常驻内存，"
+           "含输出数组。—：未运行（直接公式和在线 softmax 只测到 n = 4096）。"),
+}
+TITLE = {"en": "# Attention: NumPy next to PyTorch", "zh": "# 注意力：NumPy 与 PyTorch 对照"}
+
+
+def write_markdown(path: Path, rows, masks, header: list[dict], with_torch: bool, gemm_n: int,
+                   lang: str) -> None:
+    text = [TITLE[lang], ""]
+    text += [f"- {line[lang]}" for line in header]
+    text += ["", markdown_table(rows, masks, with_torch, lang), "", METHOD[lang].format(g=gemm_n),
+             ""]
     if not with_torch:
-        text += ["Without PyTorch (not installed, or left out): its column is skipped. "
-                 "没有 PyTorch(未安装或被排除):表中没有它那一列。", ""]
-    text += [f"- {line}" for line in targets]
+        text += ["没有 PyTorch（未安装或被排除）：表中没有它那一列。" if lang == "zh" else
+                 "Without PyTorch (not installed, or left out): its column is skipped.", ""]
+    text += [f"- {line}" for line in target_lines(rows, masks, with_torch, lang)]
     path.write_text("\n".join(text) + "\n", encoding="utf-8")
 
 
-def plot(path: Path, rows, variants, gemm_rate) -> None:
+PLOT_TEXT = {
+    "en": {"time": "Time without a mask (8 heads, d = 64, float32)", "ylabel_t": "ms per call",
+           "ratio": "fast_attention / PyTorch SDPA", "ylabel_r": "time ratio (lower is faster)",
+           "target": "target", "bound": "4n²d at GEMM speed",
+           "memory": "Peak extra memory (no mask)", "ylabel_m": "MiB",
+           "xlabel": "n (sequence length)", "none": "not measured"},
+    "zh": {"time": "无掩码时的耗时（8 个头，d = 64，float32）", "ylabel_t": "每次调用（毫秒）",
+           "ratio": "fast_attention / PyTorch SDPA", "ylabel_r": "时间比（越低越快）",
+           "target": "目标", "bound": "按 GEMM 速度计算 4n²d",
+           "memory": "额外峰值内存（无掩码）", "ylabel_m": "MiB",
+           "xlabel": "n（序列长度）", "none": "未测量"},
+}
+
+
+def plot(path: Path, rows, variants, masks, gemm_rate, lang: str) -> None:
     import attention_course.plots  # noqa: F401, I001  (registers the CJK font first)
     from matplotlib import pyplot as plt
 
     plt.switch_backend("Agg")           # files only, no window
-
+    tx = PLOT_TEXT[lang]
     sizes = sorted({r["n"] for r in rows})
     have_memory = any(np.isfinite(r["mib"]) and r["mib"] > 0 for r in rows)
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_t, ax_r, ax_m) = plt.subplots(1, 3, figsize=(15, 4.3))
     for name in variants:
         mine = sorted((r for r in rows if r["variant"] == name), key=lambda r: r["n"])
-        ax_t.plot([r["n"] for r in mine], [r["ms"] for r in mine], "o-", label=LABELS[name])
+        if not mine:
+            continue
+        ax_t.plot([r["n"] for r in mine], [r["ms"]["none"] for r in mine], "o-",
+                  label=LABELS[lang][name])
         if have_memory:
-            ax_m.plot([r["n"] for r in mine], [r["mib"] for r in mine], "o-", label=LABELS[name])
+            ax_m.plot([r["n"] for r in mine], [r["mib"] for r in mine], "o-",
+                      label=LABELS[lang][name])
     bound = [flops(n) / gemm_rate * 1e3 for n in sizes]
-    ax_t.plot(sizes, bound, "k--", lw=1, label="4n²d at GEMM speed · 矩阵乘法速度下限")
-    for ax in (ax_t, ax_m) if have_memory else (ax_t,):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(sizes, [str(n) for n in sizes])
-        ax.grid(True, which="major", alpha=0.3)
-    for ax in (ax_t, ax_m):
-        ax.set_xlabel("n (sequence length · 序列长度)")
+    ax_t.plot(sizes, bound, "k--", lw=1, label=tx["bound"])
+    fast = sorted((r for r in rows if r["variant"] == "fast"), key=lambda r: r["n"])
+    if fast and fast[0]["ratio"].get(masks[0]) is not None:
+        for mask in masks:
+            ax_r.plot([r["n"] for r in fast], [r["ratio"][mask] for r in fast], "o-",
+                      label=MASK_LABELS[lang][mask])
+        ax_r.step(sizes, [target_ratio(n) for n in sizes], "k--", lw=1, where="mid",
+                  label=tx["target"])
+        ax_r.axhline(1.0, color="0.6", lw=0.8)
+        ax_r.set_ylim(0, max(1.6, max(r["ratio"][m] for r in fast for m in masks) * 1.1))
+        ax_r.legend(fontsize=8)
+    else:
+        ax_r.text(0.5, 0.5, tx["none"], ha="center", va="center", transform=ax_r.transAxes)
     if not have_memory:
-        ax_m.text(0.5, 0.5, "not measured · 未测量", ha="center", va="center",
-                  transform=ax_m.transAxes)
-    ax_t.set_ylabel("time per call (ms) · 每次耗时")
-    ax_t.set_title("Time · 时间 (8 heads, d = 64, float32)")
-    ax_m.set_ylabel("peak extra memory (MiB) · 额外峰值内存")
-    ax_m.set_title("Memory · 内存")
+        ax_m.text(0.5, 0.5, tx["none"], ha="center", va="center", transform=ax_m.transAxes)
+    for ax in (ax_t, ax_r, ax_m):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(n) for n in sizes])
+        ax.set_xlabel(tx["xlabel"])
+        ax.grid(True, which="major", alpha=0.3)
+    ax_t.set_yscale("log")
+    if have_memory:
+        ax_m.set_yscale("log")
+    ax_t.set_title(tx["time"], fontsize=10)
+    ax_t.set_ylabel(tx["ylabel_t"])
+    ax_r.set_title(tx["ratio"], fontsize=10)
+    ax_r.set_ylabel(tx["ylabel_r"])
+    ax_m.set_title(tx["memory"], fontsize=10)
+    ax_m.set_ylabel(tx["ylabel_m"])
     ax_t.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -388,8 +589,13 @@ def notebook_paths() -> list[Path]:
     return sorted((ROOT / "notebooks").glob("*/*.ipynb"), key=lambda p: (p.name, p.parent.name))
 
 
-def time_notebook(path: Path, timeout: int = 300) -> float:
-    """Seconds to execute a notebook in a fresh kernel (kernel start included); not saved."""
+def time_notebook(path: Path, timeout: int = 300, log=print) -> float:
+    """Seconds to execute a notebook in a fresh kernel (kernel start included); not saved.
+
+    The kernel's own log goes to a file and is shown afterwards without ipykernel's warning
+    that it runs over TCP without encryption: the benchmark's kernels listen on this machine
+    only, and the warning, once per notebook, would bury the timings.
+    """
     import nbformat
     from nbclient import NotebookClient
 
@@ -397,9 +603,17 @@ def time_notebook(path: Path, timeout: int = 300) -> float:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
-    start = time.perf_counter()
-    client.execute()
-    return time.perf_counter() - start
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as kernel_log:
+        start = time.perf_counter()
+        try:
+            client.execute(stderr=kernel_log)     # passed on to the kernel's process
+        finally:
+            elapsed = time.perf_counter() - start
+            kernel_log.seek(0)
+            for line in kernel_log.read().splitlines():
+                if line.strip() and KERNEL_WARNING not in line:
+                    log(f"    kernel: {line}")
+    return elapsed
 
 
 def time_notebooks(log=print) -> tuple[float, bool]:
@@ -410,14 +624,17 @@ def time_notebooks(log=print) -> tuple[float, bool]:
     total, ok = 0.0, True
     for path in paths:
         try:
-            seconds = time_notebook(path)
+            seconds = time_notebook(path, log=log)
         except Exception as exc:  # report every notebook, even after a failure
             ok = False
             log(f"  FAILED  {path.relative_to(ROOT)}: {type(exc).__name__}: "
                 f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}")
             continue
         total += seconds
-        log(f"  {seconds:6.1f} s  {path.relative_to(ROOT)}")
+        note = ""
+        if path.name.startswith("07"):
+            note = f"  ({'within' if seconds <= TARGET_NB07_S else 'OVER'} the {TARGET_NB07_S:.0f} s target)"
+        log(f"  {seconds:6.1f} s  {path.relative_to(ROOT)}{note}")
     verdict = "within" if total <= TARGET_NOTEBOOK_S else "OVER"
     log(f"  {total:6.1f} s  total for {len(paths)} notebooks ({verdict} the "
         f"{TARGET_NOTEBOOK_S:.0f} s target)")
@@ -431,8 +648,10 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", default=bool(os.environ.get("BENCH_QUICK")),
                    help="n = 256, 512 and 3 rounds; writes files only with --out (BENCH_QUICK=1)")
     p.add_argument("--sizes", type=int, nargs="+", help="sequence lengths n")
+    p.add_argument("--masks", nargs="+", choices=MASKS, default=list(MASKS),
+                   help="mask kinds (default: all three)")
     p.add_argument("--repeats", type=int, help="rounds per n (default: more for small n)")
-    p.add_argument("--out", type=Path, help="folder for bench_attention.md and .png "
+    p.add_argument("--out", type=Path, help="folder for bench_attention_{en,zh}.{md,png} "
                    "(default figures/ in a full run)")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out (BENCH_NO_TORCH=1)")
     p.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
@@ -443,7 +662,7 @@ def parse_args(argv):
 
 
 def default_repeats(n: int) -> int:
-    return 7 if n <= 512 else 5
+    return 7 if n <= 512 else (5 if n <= 4096 else 3)
 
 
 def main(argv=None) -> int:
@@ -454,6 +673,7 @@ def main(argv=None) -> int:
     ok = True
     if not args.no_attention:
         sizes = tuple(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))
+        masks = tuple(m for m in MASKS if m in args.masks)
         repeats_for = (lambda n: args.repeats) if args.repeats else (
             (lambda n: 3) if args.quick else default_repeats)
         out_dir = args.out if args.out else (None if args.quick else ROOT / "figures")
@@ -462,58 +682,70 @@ def main(argv=None) -> int:
         import attention_course
 
         header = [
-            f"float32, batch {BATCH}, {HEADS} heads, d = {D}, no mask; n = "
-            + ", ".join(map(str, sizes)),
-            f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
-            f"NumPy {np.__version__}, attention_course {attention_course.__version__}",
+            {"en": f"float32, batch {BATCH}, {HEADS} heads, d = {D}; masks: "
+                   + ", ".join(MASK_LABELS["en"][m] for m in masks)
+                   + "; n = " + ", ".join(map(str, sizes)),
+             "zh": f"float32，批大小 {BATCH}，{HEADS} 个头，d = {D}；掩码："
+                   + "、".join(MASK_LABELS["zh"][m] for m in masks)
+                   + "；n = " + ", ".join(map(str, sizes))},
+            {"en": f"CPU: {cpu_name()}, {os.cpu_count()} cores; Python "
+                   f"{platform.python_version()}, NumPy {np.__version__}, attention_course "
+                   f"{attention_course.__version__}",
+             "zh": f"CPU：{cpu_name()}，{os.cpu_count()} 个核心；Python "
+                   f"{platform.python_version()}，NumPy {np.__version__}，attention_course "
+                   f"{attention_course.__version__}"},
         ]
         header += blas_description()
         if with_torch:
-            import torch
-
-            header.append(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
+            header.append(torch_description())
         else:
-            header.append("PyTorch: not installed, or left out; its column is skipped")
-        for key in sorted(os.environ):
-            if key.startswith("OPENBLAS_") or key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                header.append(f"environment: {key}={os.environ[key]}")
+            header.append({"en": "PyTorch: not installed, or left out; its column is skipped",
+                           "zh": "PyTorch：没有安装或被排除，表中没有它那一列"})
+        header += environment_lines()
         print("Attention benchmark")
         for line in header:
-            print(f"  {line}")
-        print("Timing (median of interleaved calls; number of timed calls in brackets):")
+            print(f"  {line['en']}")
+        print("Timing (median of interleaved calls):")
         gemm_n = 1024 if args.quick else GEMM_N
         load_before = load_average()
-        times, gemm_rate = measure_times(sizes, variants, repeats_for, gemm_n)
+        times, gemm_rate = measure_times(sizes, variants, masks, repeats_for, gemm_n)
         load_after = load_average()
-        header.append(f"GEMM reference: NumPy float32 matrix product {gemm_n} × {gemm_n}, "
-                      f"{gemm_rate / 1e9:.1f} GFLOP/s (median of the same rounds)")
+        header.append({
+            "en": f"GEMM reference: NumPy float32 matrix product {gemm_n} × {gemm_n}, "
+                  f"{gemm_rate / 1e9:.1f} GFLOP/s (median of the same rounds)",
+            "zh": f"GEMM 参照：NumPy float32 矩阵乘法 {gemm_n} × {gemm_n}，"
+                  f"{gemm_rate / 1e9:.1f} GFLOP/s（同一轮次的中位数）"})
         print(f"  GEMM reference: {gemm_rate / 1e9:.1f} GFLOP/s")
         if load_before is not None:
             # The timing itself keeps the cores busy; a load well above their number means
             # other processes competed for them.
-            header.append(f"system load (1-minute average) before / after the timing: "
-                          f"{load_before:.2f} / {load_after:.2f}")
-            print(f"  {header[-1]}")
+            header.append({
+                "en": f"system load (1-minute average) before / after the timing: "
+                      f"{load_before:.2f} / {load_after:.2f}",
+                "zh": f"计时前 / 后的系统负载（1 分钟平均）：{load_before:.2f} / {load_after:.2f}"})
+            print(f"  {header[-1]['en']}")
         mib = {}
         if not args.no_memory:
-            print("Peak extra memory (one call in a fresh process):")
+            print("Peak extra memory (one call in a fresh process, no mask):")
             mib = measure_memory(sizes, variants)
-        rows = build_rows(sizes, variants, times, gemm_rate, mib)
-        targets = target_lines(rows, with_torch)
+        rows = build_rows(sizes, variants, masks, times, gemm_rate, mib)
         print()
-        print(markdown_table(rows, with_torch))
+        print(markdown_table(rows, masks, with_torch))
         if not with_torch:
             print("\nWithout PyTorch (not installed, or left out): its column is skipped.")
         print()
-        for line in targets:
+        for line in target_lines(rows, masks, with_torch):
             print(line)
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_markdown(out_dir / "bench_attention.md", rows, header, with_torch, targets,
-                           gemm_n)
-            plot(out_dir / "bench_attention.png", rows, variants, gemm_rate)
-            shown = out_dir.relative_to(ROOT) if out_dir.is_relative_to(ROOT) else out_dir
-            print(f"wrote {shown / 'bench_attention.md'} and {shown / 'bench_attention.png'}")
+            written = []
+            for lang in ("en", "zh"):
+                md, png = out_dir / f"bench_attention_{lang}.md", out_dir / f"bench_attention_{lang}.png"
+                write_markdown(md, rows, masks, header, with_torch, gemm_n, lang)
+                plot(png, rows, variants, masks, gemm_rate, lang)
+                written += [md, png]
+            shown = [p.relative_to(ROOT) if p.is_relative_to(ROOT) else p for p in written]
+            print("wrote " + ", ".join(map(str, shown)))
     if not args.no_notebooks:
         print("\nNotebook execution (fresh kernel each, outputs not saved):")
         _, ok = time_notebooks()

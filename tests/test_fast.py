@@ -244,23 +244,45 @@ def load_bench():
     return module
 
 
-def test_bench_table_with_and_without_torch():
+def fake_times(bench, sizes, per_variant):
+    """Times for every (n, variant, mask): seconds per variant, causal half, padding 3/4."""
+    factor = {"none": 1.0, "causal": 0.5, "padding": 0.75}
+    return {(n, name, mask): t * factor[mask] * n / 4096 for n in sizes
+            for name, t in per_variant.items() for mask in bench.MASKS}
+
+
+def test_bench_table_ratios_targets_and_both_languages():
     bench = load_bench()
     sizes = (1024, 4096)
-    times = {(n, name): t for n in sizes
-             for name, t in zip(bench.VARIANTS, (4.0, 1.2, 3.0, 1.0), strict=True)}
-    gemm_rate = bench.flops(4096) / 0.8            # fast at 4096 reaches 0.8 / 1.2 of it
+    times = fake_times(bench, sizes, {"direct": 4.0, "fast": 0.9, "online": 3.0, "torch": 1.0})
+    times[4096, "fast", "causal"] = 0.9 / 1.7          # a causal speed-up short of 1.8
+    gemm_rate = bench.flops(4096) / 0.8                # fast at 4096 reaches 0.8 / 0.9 of it
     mib = {(n, name): 10.0 for n in sizes for name in bench.VARIANTS}
-    rows = bench.build_rows(sizes, list(bench.VARIANTS), times, gemm_rate, mib)
-    table = bench.markdown_table(rows, with_torch=True)
-    assert "| 4096 | fast_attention | 1200.0 | 1.20 |" in table
-    assert "| 67 % | 10.0 |" in table
-    assert "worst 1.20; target ≤ 1.25" in "\n".join(bench.target_lines(rows, True))
+    rows = bench.build_rows(sizes, list(bench.VARIANTS), bench.MASKS, times, gemm_rate, mib)
+    table = bench.markdown_table(rows, bench.MASKS, with_torch=True)
+    # no mask: 900 ms, 0.90 × torch; causal 529.4 ms; padding 675 ms; no mask / causal 1.70
+    assert "| 4096 | fast_attention | 900.0 | 0.90 | 529.4 | 1.06 | 675.0 | 0.90 | 1.70 |" in table
+    assert "| 89 % | 10.0 |" in table
+    targets = "\n".join(bench.target_lines(rows, bench.MASKS, True))
+    assert "no mask: n = 1024: 0.90 (≤ 1.0); n = 4096: 0.90 (≤ 0.8) — NOT met" in targets
+    assert "time without mask / time causal: 1.70 (target ≥ 1.8) — NOT met" in targets
+    assert "n = 4096: 89 % (≥ 70 %) — met" in targets
+    zh = bench.markdown_table(rows, bench.MASKS, with_torch=True, lang="zh")
+    assert "因果掩码（毫秒）" in zh and "直接公式（NumPy）" in zh and "no mask" not in zh
+    assert "未达标" in "\n".join(bench.target_lines(rows, bench.MASKS, True, lang="zh"))
     no_torch = [v for v in bench.VARIANTS if v != "torch"]
-    rows = bench.build_rows(sizes, no_torch, times, gemm_rate, mib)
-    table = bench.markdown_table(rows, with_torch=False)
+    rows = bench.build_rows(sizes, no_torch, bench.MASKS, times, gemm_rate, mib)
+    table = bench.markdown_table(rows, bench.MASKS, with_torch=False)
     assert "torch" not in table and "PyTorch" not in table
-    assert "not measured" in bench.target_lines(rows, False)[0]
+    assert "not measured" in bench.target_lines(rows, bench.MASKS, False)[0]
+
+
+def test_bench_leaves_slow_variants_out_of_long_sequences():
+    bench = load_bench()
+    assert bench.runs("fast", 8192) and bench.runs("torch", 8192)
+    assert not bench.runs("direct", 8192) and bench.runs("direct", 4096)
+    keep = bench.padding_keep(16)
+    assert keep.shape == (1, 1, 1, 16) and keep.sum() == 12 and keep[..., :12].all()
 
 
 def test_bench_runs_end_to_end_without_torch(tmp_path, monkeypatch, capsys):
@@ -269,10 +291,14 @@ def test_bench_runs_end_to_end_without_torch(tmp_path, monkeypatch, capsys):
     code = bench.main(["--sizes", "64", "--repeats", "1", "--no-memory", "--no-notebooks",
                        "--out", str(tmp_path)])
     assert code == 0
-    text = (tmp_path / "bench_attention.md").read_text(encoding="utf-8")
+    text = (tmp_path / "bench_attention_en.md").read_text(encoding="utf-8")
     assert "| 64 | fast_attention |" in text and "Without PyTorch" in text
-    assert (tmp_path / "bench_attention.png").stat().st_size > 10_000
-    assert "BLAS:" in capsys.readouterr().out
+    zh = (tmp_path / "bench_attention_zh.md").read_text(encoding="utf-8")
+    assert "| 64 | fast_attention |" in zh and "没有 PyTorch" in zh and "Without" not in zh
+    for lang in ("en", "zh"):
+        assert (tmp_path / f"bench_attention_{lang}.png").stat().st_size > 10_000
+    out = capsys.readouterr().out
+    assert "BLAS:" in out and "not measured (no PyTorch)" in out
 
 
 def test_calls_from_other_threads_agree_and_leave_blas_alone():
@@ -324,3 +350,67 @@ def test_empty_batch_gives_an_empty_output(num_threads):
     out = fast_attention(q, q, q, num_threads=num_threads)
     assert out.shape == (0, 3, 5, 8) and out.dtype == np.float32
     assert fast_attention(q, q, q[..., :2], is_causal=True, num_threads=2).shape == (0, 3, 5, 2)
+
+
+# ---------------------------------------------------------------- key padding, helper threads
+
+@pytest.mark.parametrize("layout", ["suffix", "scattered", "empty_head", "all_real"])
+@pytest.mark.parametrize("kind", ["bool", "-inf", "finfo.min", "bias"])
+def test_key_padding_masks_drop_keys_and_keep_the_answer(layout, kind):
+    # A mask of shape (..., 1, S) blocks a key for every query: such keys are dropped before
+    # any score is computed (views for padding at the end, a gather otherwise).
+    rng = np.random.default_rng(10)
+    B, H, L, S, E = 3, 2, 37, 29, 8
+    q = rng.normal(size=(B, H, L, E)).astype(np.float32)
+    k, v = (rng.normal(size=(B, H, S, E)).astype(np.float32) for _ in range(2))
+    real = np.ones((B, 1, 1, S), bool)
+    if layout == "suffix":
+        real[0, ..., 20:] = False
+        real[1, ..., 1:] = False
+    elif layout == "scattered":
+        real[..., ::3] = False
+    elif layout == "empty_head":
+        real[1] = False                      # every key of sequence 1 blocked
+    if kind == "bool":
+        mask = real
+    elif kind == "bias":
+        mask = np.where(real, rng.normal(size=real.shape), -np.inf).astype(np.float32)
+    else:
+        blocked = -np.inf if kind == "-inf" else np.finfo(np.float32).min
+        mask = np.where(real, 0.0, blocked).astype(np.float32)
+    for kw in ({}, {"num_threads": 2, "block_q": 8}, {"num_threads": 1, "block_q": 5}):
+        out = assert_matches_direct(q, k, v, attn_mask=mask, **kw)
+        if layout == "empty_head" and kind in ("bool", "-inf"):
+            assert np.all(out[1] == 0)
+        if layout == "empty_head" and kind == "finfo.min":
+            np.testing.assert_allclose(out[1], np.broadcast_to(v[1].mean(-2, keepdims=True),
+                                                               out[1].shape), atol=1e-6)
+
+
+def test_helper_threads_are_started_once_and_survive_an_error(monkeypatch):
+    import threading
+
+    import attention_course.fast as fast
+
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.normal(size=(4, 64, 16)).astype(np.float32) for _ in range(3))
+    fast_attention(q, k, v, num_threads=3, block_q=8)
+    started = threading.active_count()
+    for _ in range(5):
+        fast_attention(q, k, v, num_threads=3, block_q=8)
+    assert threading.active_count() == started              # no new threads per call
+
+    calls = []
+    original = fast._Job.block
+
+    def failing(self, h, i0, *args):
+        calls.append(i0)
+        if len(calls) == 5:
+            raise RuntimeError("a block failed")
+        return original(self, h, i0, *args)
+
+    monkeypatch.setattr(fast._Job, "block", failing)
+    with pytest.raises(RuntimeError, match="a block failed"):
+        fast_attention(q, k, v, num_threads=3, block_q=8)
+    monkeypatch.undo()
+    assert_matches_direct(q, k, v, num_threads=3, block_q=8)  # the helpers still work

@@ -88,10 +88,10 @@ def padding_mask(lengths, S: int) -> np.ndarray:
     return (np.arange(S) < arr[:, None])[:, None, :]
 
 
-def _check_qkv(q, k, v):
-    q = as_float_array(q, "q", min_ndim=2)
-    k = as_float_array(k, "k", min_ndim=2)
-    v = as_float_array(v, "v", min_ndim=2)
+def _check_qkv(q, k, v, check_finite=True):
+    q = as_float_array(q, "q", min_ndim=2, allow_nonfinite=not check_finite)
+    k = as_float_array(k, "k", min_ndim=2, allow_nonfinite=not check_finite)
+    v = as_float_array(v, "v", min_ndim=2, allow_nonfinite=not check_finite)
     dtype = check_same_dtype(q=q, k=k, v=v)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
@@ -109,6 +109,12 @@ def _check_qkv(q, k, v):
     return q, k, v, dtype, batch
 
 
+def check_finite(**arrays) -> None:
+    """Raise the message of the input checks for the first of ``arrays`` holding NaN or inf."""
+    for name, a in arrays.items():
+        as_float_array(a, name, min_ndim=0)
+
+
 def _resolve_scale(scale, E: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(E)
@@ -117,14 +123,17 @@ def _resolve_scale(scale, E: int) -> float:
     return float(scale)
 
 
-def prepare_attention_inputs(q, k, v, attn_mask, is_causal, scale):
+def prepare_attention_inputs(q, k, v, attn_mask, is_causal, scale, *, check_finite=True):
     """Validate the inputs of any attention variant; shared by the direct and chunked paths.
 
     Returns ``(q, k, v, mask, scale, dtype, batch)`` where ``mask`` is None, a boolean mask or a
     floating mask already cast to the compute dtype, broadcastable to ``batch + (L, S)``. The
     causal triangle is not built here: each path makes it in the size it needs.
+
+    ``check_finite=False`` leaves out the NaN/inf check of q, k and v, for a caller that gets
+    the same answer from reductions it computes anyway (and then calls :func:`check_finite`).
     """
-    q, k, v, dtype, batch = _check_qkv(q, k, v)
+    q, k, v, dtype, batch = _check_qkv(q, k, v, check_finite)
     L, S = q.shape[-2], k.shape[-2]
     if not isinstance(is_causal, (bool, np.bool_)):
         raise TypeError(f"is_causal must be True or False; got {is_causal!r}")

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 import os
+import queue
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
 import numpy as np
 
 from ._validate import compute_dtype, positive_int
-from .attention import prepare_attention_inputs
+from .attention import check_finite, prepare_attention_inputs
 
 try:  # listed in requirements.txt; without it everything still works, only slower
     from threadpoolctl import ThreadpoolController
@@ -124,8 +124,8 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     block_q : int, optional
         Queries per block (default :func:`default_block_q`: at most about 2 MiB of scores).
     num_threads : int, optional
-        Python threads sharing the blocks. Default: the available cores, or just the calling
-        thread for small inputs (under 65536 scores), where threads cost more than they save.
+        Threads sharing the blocks. Default: the available cores, or just the calling thread
+        for small inputs (under 65536 scores), where handing out work costs more than it saves.
 
     Returns
     -------
@@ -146,21 +146,30 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     2. **In place.** Each thread allocates its buffer once, and every step writes into it
        (``out=``): no temporary (L, S) array is ever created.
     3. **Constants go to the small side.** ``scale`` multiplies q, (L, E) numbers, instead of
-       the (L, S) scores. It also carries ``log2(e)``, so that the cheaper ``exp2`` replaces
-       ``exp`` (``exp(x) = 2 ** (x · log2 e)``). The division by each row's sum is done on the
-       (L, Ev) output instead of the (L, S) weights: ``(p / l) @ v == (p @ v) / l``.
+       the (L, S) scores. It also carries ``log2(e)``, so that the cheaper
+       ``exp2`` replaces ``exp`` (``exp(x) = 2 ** (x · log2 e)``). The division by each row's
+       sum is done on the (L, Ev) output instead of the (L, S) weights:
+       ``(p / l) @ v == (p @ v) / l``. A floating mask is the exception: it is added in natural
+       units, as the formula adds it, and the base change follows the max-shift (a mask of
+       ``finfo.min`` times ``log2(e)`` would overflow).
     4. **No max-shift when none is needed.** Softmax subtracts each row's maximum only to keep
        ``exp`` from overflowing, and the result does not depend on it. Before any score exists,
        Cauchy-Schwarz bounds them all: ``|q · k| <= |q| · |k|``. When that bound is small (for
        most inputs it is), the shift is skipped; otherwise each row's maximum is subtracted as
-       usual. Either way the weights are the same, up to rounding.
-    5. **Threads.** NumPy's element-wise functions run on one core, so the blocks are shared
-       out to one Python thread per core (``concurrent.futures``). NumPy releases the GIL
+       usual. Either way the weights are the same, up to rounding. The same norms, and the
+       largest ``|v|``, show a NaN or inf in the inputs, so no separate pass looks for them.
+    5. **Work that cannot matter is skipped.** Under ``is_causal`` a query block never computes
+       the keys after its last query (about half the work). Keys that a key-padding mask (one
+       that does not depend on the query, shape (..., 1, S)) blocks for every query are
+       dropped before any score is computed: padding costs nothing.
+    6. **Threads.** NumPy's element-wise functions run on one core, so the blocks are shared
+       out to one thread per core. The helper threads are started once and then wait for
+       work (starting threads costs more than a whole call at n = 256). NumPy releases the GIL
        inside its loops, so the threads really run side by side; BLAS is held to one thread
        (threadpoolctl), or its threads and ours would fight over the same cores.
-    6. **Layout.** Scores are kept as (keys, queries): for these shapes ``k @ qᵀ`` runs faster
+    7. **Layout.** Scores are kept as (keys, queries): for these shapes ``k @ qᵀ`` runs faster
        in BLAS than ``q @ kᵀ``, and the row sums become one product ``ones @ p``.
-    7. **Pitfalls avoided.** ``matmul``, not ``einsum`` (slower here, and it may allocate more);
+    8. **Pitfalls avoided.** ``matmul``, not ``einsum`` (slower here, and it may allocate more);
        and no ``/ np.sqrt(E)``: under NumPy 2 a NumPy float64 scalar turns float32 arrays into
        float64, twice the memory and half the speed.
 
@@ -181,90 +190,190 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     True
     """
     q, k, v, mask, scale, dtype, batch = prepare_attention_inputs(
-        q, k, v, attn_mask, is_causal, scale
+        q, k, v, attn_mask, is_causal, scale, check_finite=False
     )
     cdtype = compute_dtype(dtype)
-    L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    L, S = q.shape[-2], k.shape[-2]
     if block_q is None:
         bq = default_block_q(S, cdtype.itemsize)
     else:
         bq = positive_int(block_q, "block_q")
     threads = available_cpus() if num_threads is None else positive_int(
         num_threads, "num_threads")
-    out = np.zeros(batch + (L, Ev), dtype=cdtype)
-    if out.size == 0 or S == 0:
+    q, k, v = (a.astype(cdtype, copy=False) for a in (q, k, v))
+    job = _Job(q, k, v, mask, is_causal, scale, batch, bq)    # raises for NaN or inf inputs
+    if not job.blocks:
         # Nothing to compute (an empty batch, L = 0 or Ev = 0), or no key to look at: zeros,
         # as the reference gives.
-        return out.astype(dtype, copy=False)
-    # Broadcast views: nothing is copied; each head is indexed out of them.
-    q = np.broadcast_to(q.astype(cdtype, copy=False), batch + (L, E))
-    k = np.broadcast_to(k.astype(cdtype, copy=False), batch + (S, E))
-    v = np.broadcast_to(v.astype(cdtype, copy=False), batch + (S, Ev))
-    if mask is not None:
-        mask = np.broadcast_to(mask, batch + (L, S))
-    heads = list(np.ndindex(*batch))             # [()] when there are no leading axes
-    blocks = [(h, i0, min(i0 + bq, L)) for h in heads for i0 in range(0, L, bq)]
-    if is_causal:
-        # Late query blocks see more keys: hand them out first so the threads finish together.
-        blocks.sort(key=lambda b: -min(S, b[2]))
-    job = _Job(q, k, v, mask, is_causal, scale, out, bq)
-    todo = deque(blocks)                         # popleft() is atomic: a shared work queue
-
-    small = num_threads is None and L * S * len(heads) < SMALL_PROBLEM
-    threads = min(threads, len(blocks))
-    if small:
+        return job.out.astype(dtype, copy=False)
+    todo = deque(job.blocks)                     # popleft() is atomic: a shared work queue
+    threads = min(threads, len(job.blocks))
+    if num_threads is None and L * S * len(job.heads) < SMALL_PROBLEM:
         job.run(todo)
     else:
         with _blas_single_thread():
             if threads == 1:
                 job.run(todo)
             else:
-                with ThreadPoolExecutor(max_workers=threads - 1) as pool:
-                    helpers = [pool.submit(job.run, todo) for _ in range(threads - 1)]
-                    job.run(todo)                # the calling thread works too
-                    for f in helpers:
-                        f.result()               # re-raises an error from a helper here
-    return out.astype(dtype, copy=False)
+                _run_with_helpers(job, todo, threads - 1)
+    return job.out.astype(dtype, copy=False)
+
+
+def _run_with_helpers(job, todo, n_helpers):
+    """The calling thread and ``n_helpers`` waiting threads take blocks until none is left."""
+    done = queue.SimpleQueue()
+    inboxes = _helpers.inboxes(n_helpers)
+    for inbox in inboxes:
+        inbox.put((job, todo, done))
+    error = None
+    try:
+        job.run(todo)                            # the calling thread works too
+    except BaseException as exc:
+        todo.clear()                             # the helpers stop after their current block
+        error = exc
+    for _ in inboxes:                            # every helper is done with this job
+        failed = done.get()
+        error = error or failed
+    if error is not None:
+        raise error
+
+
+class _Helpers:
+    """Helper threads started once per process; each waits on its own inbox for a job."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid = None
+        self._inboxes = []
+
+    def inboxes(self, n):
+        with self._lock:
+            if self._pid != os.getpid():         # after a fork, the parent's threads are gone
+                self._pid, self._inboxes = os.getpid(), []
+            while len(self._inboxes) < n:
+                inbox = queue.SimpleQueue()
+                threading.Thread(target=_serve, args=(inbox,), daemon=True,
+                                 name=f"fast_attention-{len(self._inboxes) + 1}").start()
+                self._inboxes.append(inbox)
+            return self._inboxes[:n]
+
+
+def _serve(inbox):
+    """A helper thread's life: run the blocks of each job it is handed, report, wait again."""
+    while True:
+        job, todo, done = inbox.get()
+        try:
+            job.run(todo)
+        except BaseException as exc:   # handed to the caller, which raises it
+            done.put(exc)
+        else:
+            done.put(None)
+
+
+_helpers = _Helpers()
+
+
+def _lead(a):
+    """Leading (batch, head) axes of an array of shape (..., n, m)."""
+    return a.shape[:-2]
 
 
 class _Job:
-    """What every thread shares: inputs, output, constants and the per-head bounds."""
+    """What every thread shares: inputs, output, constants, per-head bounds and the blocks."""
 
-    def __init__(self, q, k, v, mask, is_causal, scale, out, bq):
-        self.q, self.k, self.v, self.mask, self.out = q, k, v, mask, out
+    def __init__(self, q, k, v, mask, is_causal, scale, batch, bq):
+        L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+        dt = q.dtype
+        self.out = np.zeros(batch + (L, Ev), dtype=dt)
         self.is_causal, self.bq = is_causal, bq
-        dt = out.dtype
-        self.float_mask = mask is not None and mask.dtype != np.bool_
-        # NumPy scalars of the compute dtype: a float32 array times them stays float32.
-        # Scale and the base change are folded into q. A floating mask is added in natural
-        # units, as the direct formula adds it: a mask of finfo.min times log2(e) would
-        # overflow to -inf and turn a fully masked row (which the formula averages) into zeros.
-        # The base change then comes after the max-shift, when every score is <= 0.
-        self.alpha = dt.type(scale if self.float_mask else scale * LOG2E)
-        self.log2e = dt.type(LOG2E)
-        self.neg_inf = dt.type(-np.inf)
-        self.limit = float(np.finfo(dt).max) / 4
+        self.neg_inf, self.log2e = dt.type(-np.inf), dt.type(LOG2E)
+        limit = float(np.finfo(dt).max) / 4
+
+        # Bounds of each head, from the arrays before broadcasting. A NaN or inf in an input
+        # shows in them (a square or a max of it is not finite), so they double as the check.
+        with np.errstate(over="ignore", invalid="ignore"):
+            q_norm = np.sqrt(np.einsum("...le,...le->...l", q, q).max(axis=-1, initial=0.0))
+            k_norm = np.sqrt(np.einsum("...se,...se->...s", k, k).max(axis=-1, initial=0.0))
+            v_max = np.maximum(v.max(axis=(-2, -1), initial=-np.inf),
+                               -v.min(axis=(-2, -1), initial=np.inf))
+        if not (np.isfinite(q_norm).all() and np.isfinite(k_norm).all()
+                and (S == 0 or Ev == 0 or np.isfinite(v_max).all())):
+            check_finite(q=q, k=k, v=v)          # raises, unless a square merely overflowed
+
+        # Keys blocked for every query of a head (a key-padding mask) are dropped up front.
+        self.keys = None
+        self.blocked = self.additive = None
+        natural = mask is not None and mask.dtype != np.bool_
+        if mask is not None and (mask.ndim < 2 or mask.shape[-2] == 1):
+            self.keys, natural = self._select_keys(k, v, mask, batch)
+        elif mask is not None and mask.dtype == np.bool_:
+            self.blocked = np.broadcast_to(np.logical_not(mask), batch + (L, S))
+        elif mask is not None:
+            self.additive = np.broadcast_to(mask, batch + (L, S))
+        self.masked = self.blocked is not None or self.additive is not None
+        # Scale and the base change, folded into q (a float mask: natural units, see 3.).
+        alpha = self.alpha = dt.type(scale if natural else scale * LOG2E)
+        self.natural = natural
+        self.q = np.broadcast_to(q, batch + (L, q.shape[-1]))
+        self.k = np.broadcast_to(k, batch + k.shape[-2:])
+        self.v = np.broadcast_to(v, batch + v.shape[-2:])
+        bound = np.broadcast_to(q_norm, batch) * abs(float(alpha)) * np.broadcast_to(k_norm, batch)
+        v_max = np.broadcast_to(v_max, batch)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.shift = natural | ~((bound <= SAFE_EXPONENT)
+                                     & (v_max * S * 2.0**SAFE_EXPONENT < limit))
+            self.normalise_first = ~(v_max * S < limit)
         # Keys j > query i in a (keys, queries) tile on the diagonal: blocked by causality.
         self.after = np.tri(bq, bq, -1, dtype=bool) if is_causal else None
-        self.bounds = {}
 
-    def head_bounds(self, h):
-        """Largest key norm and largest |value| of head h (computed once, shared)."""
-        found = self.bounds.get(h)
-        if found is None:      # two threads may both compute it: same value, no harm
-            kh, vh = self.k[h], self.v[h]
-            # Squared row norms without an (S, E) temporary.
-            k_norm = math.sqrt(float(np.einsum("se,se->s", kh, kh).max()))
-            found = self.bounds[h] = (k_norm, float(np.abs(vh).max()))
-        return found
+        heads = list(np.ndindex(*batch))         # [()] when there are no leading axes
+        if self.keys is not None:
+            heads = [h for h in heads if self.keys[h] is not None]
+        self.heads = heads
+        if S == 0 or Ev == 0:
+            heads = []
+        self.blocks = [(h, i0, min(i0 + bq, L)) for h in heads for i0 in range(0, L, bq)]
+        if is_causal:
+            # Late query blocks see more keys: hand them out first so the threads finish together.
+            self.blocks.sort(key=lambda b: -min(S, b[2]))
+        self.max_keys = S
+
+    def _select_keys(self, k, v, mask, batch):
+        """Per head: the keys and values some query may see, and their additive bias."""
+        S = k.shape[-2]
+        rows = np.broadcast_to(mask, batch + (1, S))
+        ks = np.broadcast_to(k, batch + k.shape[-2:])
+        vs = np.broadcast_to(v, batch + v.shape[-2:])
+        keys, natural = {}, False
+        for h in np.ndindex(*batch):
+            row = rows[h][0]
+            keep = row if row.dtype == np.bool_ else row > -np.inf
+            n = int(np.count_nonzero(keep))
+            if n == 0:
+                keys[h] = None                   # every query blocked: its rows stay zero
+                continue
+            if n == S:
+                kh, vh, sel = ks[h], vs[h], slice(None)
+            elif keep[:n].all():                 # padding at the end: views, no copy
+                kh, vh, sel = ks[h][:n], vs[h][:n], slice(0, n)
+            else:
+                sel = np.flatnonzero(keep)
+                kh, vh = ks[h][sel], vs[h][sel]
+            bias = None
+            if row.dtype != np.bool_:
+                kept = row[sel]
+                if np.any(kept != 0):
+                    bias = np.ascontiguousarray(kept)[:, None]    # (keys, 1)
+                    natural = True
+            keys[h] = (kh, vh, bias)
+        return keys, natural
 
     def run(self, todo):
         """Take blocks from the shared queue until it is empty."""
-        S, E = self.k.shape[-2], self.k.shape[-1]
         dt = self.out.dtype
-        buffer = np.empty(S * self.bq, dt)       # this thread's score buffer, reused
-        q_block = np.empty((self.bq, E), dt)
-        ones = np.ones(S, dt)
+        buffer = np.empty(self.max_keys * self.bq, dt)     # this thread's score buffer, reused
+        q_block = np.empty((self.bq, self.q.shape[-1]), dt)
+        ones = np.ones(self.max_keys, dt)
         while True:
             try:
                 h, i0, i1 = todo.popleft()
@@ -275,38 +384,41 @@ class _Job:
     def block(self, h, i0, i1, buffer, q_block, ones):
         """Queries i0:i1 of head h, written into the output."""
         nq = i1 - i0
-        S = self.k.shape[-2]
-        s_end = min(S, i1) if self.is_causal else S          # keys this block may see
+        if self.keys is None:
+            kh, vh, bias = self.k[h], self.v[h], None
+        else:
+            kh, vh, bias = self.keys[h]
+        S = kh.shape[0]
+        s_end = min(S, i1) if self.is_causal else S           # keys this block may see
         qs = np.multiply(self.q[h][i0:i1], self.alpha, out=q_block[:nq])      # (nq, E)
         p = buffer[: s_end * nq].reshape(s_end, nq)           # (keys, queries), contiguous
-        np.matmul(self.k[h][:s_end], qs.T, out=p)             # base-2 scores
-        if self.is_causal and i0 < s_end:
-            np.copyto(p[i0:s_end], self.neg_inf, where=self.after[: s_end - i0, :nq])
-        elif self.mask is not None:
-            tile = self.mask[h][i0:i1].T                      # (S, nq) view
-            if self.float_mask:
-                np.add(p, tile, out=p)
-            else:
-                np.copyto(p, self.neg_inf, where=~tile)
-        k_norm, v_max = self.head_bounds(h)
-        q_norm = math.sqrt(float(np.einsum("qe,qe->q", qs, qs).max()))
-        no_shift_needed = (not self.float_mask and q_norm * k_norm <= SAFE_EXPONENT
-                           and v_max * s_end * 2.0**SAFE_EXPONENT < self.limit)
-        if not no_shift_needed:
+        np.matmul(kh[:s_end], qs.T, out=p)                    # scores (base 2, or natural)
+        if self.is_causal:
+            if i0 < s_end:
+                np.copyto(p[i0:s_end], self.neg_inf, where=self.after[: s_end - i0, :nq])
+        elif self.blocked is not None:
+            np.copyto(p, self.neg_inf, where=self.blocked[h][i0:i1].T)
+        elif self.additive is not None:
+            np.add(p, self.additive[h][i0:i1].T, out=p)
+        if bias is not None:
+            np.add(p, bias, out=p)
+        if self.shift[h]:
             top = p.max(axis=0)                               # (nq,) each query's maximum
-            top[~np.isfinite(top)] = 0      # a query with no allowed key: 2**(-inf - 0) = 0
+            if self.masked:
+                top[~np.isfinite(top)] = 0  # a query with no allowed key: 2**(-inf - 0) = 0
             np.subtract(p, top, out=p)
-        if self.float_mask:
-            # A blocked score near finfo.min becomes -inf here: weight 0, as in the formula.
-            with np.errstate(over="ignore"):
-                np.multiply(p, self.log2e, out=p)
+            if self.natural:
+                # A blocked score near finfo.min becomes -inf here: weight 0, as in the formula.
+                with np.errstate(over="ignore"):
+                    np.multiply(p, self.log2e, out=p)
         np.exp2(p, out=p)                                     # unnormalised weights
         row_sum = ones[:s_end] @ p                            # (nq,)
-        row_sum[row_sum == 0] = 1           # its numerator is 0 as well: the row stays 0
+        if self.masked:
+            row_sum[row_sum == 0] = 1       # its numerator is 0 as well: the row stays 0
         o = self.out[h][i0:i1]                                # (nq, Ev) view of the output
-        if v_max * s_end < self.limit:
-            np.matmul(p.T, self.v[h][:s_end], out=o)
-            np.divide(o, row_sum[:, None], out=o)             # (nq, Ev) divisions, not (S, nq)
-        else:   # values so large that a sum of them could overflow: normalise first
+        if self.normalise_first[h]:     # values so large that a sum of them could overflow
             np.divide(p, row_sum, out=p)
-            np.matmul(p.T, self.v[h][:s_end], out=o)
+            np.matmul(p.T, vh[:s_end], out=o)
+        else:
+            np.matmul(p.T, vh[:s_end], out=o)
+            np.divide(o, row_sum[:, None], out=o)             # (nq, Ev) divisions, not (S, nq)
