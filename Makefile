@@ -58,10 +58,18 @@ grade: $(DEV_STAMP)
 figures: $(DEV_STAMP)
 	$(PY) .ci/make_figures.py
 
-## make bench: side-by-side attention benchmark and notebook timings (see benchmarks/);
-## it rewrites figures/bench_attention.{md,png}: re-execute notebook 06 afterwards.
+## make bench: side-by-side attention benchmark (no mask, causal, key padding) against PyTorch
+## SDPA, installed from benchmarks/requirements.txt, and notebook timings; then the training-step
+## benchmark (benchmarks/training.py). It rewrites figures/bench_attention_{en,zh}.{md,png}:
+## re-execute notebook 06 afterwards. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for these
+## commands only, so that OpenBLAS runs the kernel this CPU would pick (the header names it).
 bench: $(DEV_STAMP)
-	$(PY) benchmarks/run.py
+	$(PY) -m pip install --quiet --disable-pip-version-check -r benchmarks/requirements.txt
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/run.py
+	@if [ -f benchmarks/training.py ]; then \
+		echo "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/training.py"; \
+		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/training.py; \
+	fi
 
 ## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
 ## it also rewrites the screenshots figures/screenshot_*.png.
