@@ -498,3 +498,21 @@ def test_library_lookup_rejects_mismatched_shapes_and_modes():
     with pytest.raises(ValueError, match="mode"):
         widgets.library_lookup([1.0, 0.0, 0.0, 0.0], examples.BOOK_KEYS,
                                examples.BOOK_VALUES, mode="hard")
+
+
+from attention_course.attention import scaled_dot_product_attention as attend  # noqa: E402
+from attention_course.fast import fast_attention as quick  # noqa: E402
+
+
+def lookup_renamed_attention(queries, keys, values):
+    return attend(queries, keys, values, scale=1.0)
+
+
+def lookup_renamed_fast(queries, keys, values):
+    return quick(queries, keys, values, scale=1.0)
+
+
+@pytest.mark.parametrize("cheat", [lookup_renamed_attention, lookup_renamed_fast, attend],
+                         ids=["renamed-sdpa", "renamed-fast", "sdpa-itself"])
+def test_soft_lookup_refuses_the_library_attention_under_any_name(cheat):
+    assert "not to use" in fails_on(checks.check_soft_lookup, cheat, "three questions")

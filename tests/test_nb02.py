@@ -481,3 +481,13 @@ def test_widget_speaks_chinese():
 def test_widget_refuses_an_unknown_language():
     with pytest.raises(ValueError, match="lang"):
         nb02.SymmetryExplorer(lang="fr")
+
+
+def one_way_as_lists(X, i, j):
+    W_Q, W_K = load_with_source("en")["one_way"](X, i, j)
+    return [W_Q.tolist(), W_K.tolist()]
+
+
+def test_one_way_accepts_lists(capsys):
+    nb02_checks.check_one_way(one_way_as_lists)
+    assert "all 5 cases pass" in capsys.readouterr().out
