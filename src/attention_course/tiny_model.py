@@ -280,7 +280,8 @@ class AttentionOnlyModel(_Model):
         layers, weights = [], []
         for layer in range(self.n_layers):
             qkv, c_qkv = _linear(x, P[f"{layer}.W_QKV"])                    # (B, n, 3·h·d_k)
-            q, k, v = (_split(a, h) for a in np.split(qkv, 3, axis=-1))      # each (B, h, n, d_k)
+            B, n, _ = qkv.shape
+            q, k, v = qkv.reshape(B, n, 3, h, self.d_k).transpose(2, 0, 3, 1, 4)   # each (B, h, n, d_k)
             o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
                                                scale=self._attn_scale(self.d_k))
             y, c_o = _linear(_merge(o), P[f"{layer}.W_O"])                  # (B, n, d_model)
@@ -299,7 +300,9 @@ class AttentionOnlyModel(_Model):
             dx, dy = bp.residual_backward(dx, c_res)
             do, g[f"{layer}.W_O"] = _linear_back(dy, c_o)
             dq, dk, dv = bp.attention_backward(_split(do, h), c_att)
-            dqkv = np.concatenate([_merge(dq), _merge(dk), _merge(dv)], axis=-1)
+            B, _, n, d = dq.shape
+            # (3, B, h, n, d) -> (B, n, 3, h, d) -> (B, n, 3·h·d): the layout of W_QKV's columns
+            dqkv = np.stack((dq, dk, dv)).transpose(1, 3, 0, 2, 4).reshape(B, n, 3 * h * d)
             dx_qkv, g[f"{layer}.W_QKV"] = _linear_back(dqkv, c_qkv)
             dx = dx + dx_qkv
         if self.positional != "none":
