@@ -181,16 +181,14 @@ def test_make_grade_without_a_folder_says_how_to_call_it(capsys):
     assert "SUBMITTED=" in capsys.readouterr().err
 
 
-def test_a_notebook_is_assigned_to_its_language(tmp_path):
+@pytest.mark.parametrize("name", notebook_names())
+def test_a_notebook_is_assigned_to_its_language(tmp_path, name):
     grade = load_tool("grade")
-    course = grade.course_notebooks()
     for lang in ("zh", "en"):
-        path = tmp_path / lang / NAME
-        path.parent.mkdir()
-        shutil.copy(ROOT / "notebooks" / lang / NAME, path)
-        assert grade.language_of(path, course) == lang
-    write_nb(tmp_path / "x" / NAME, nbformat.v4.new_notebook())
-    assert grade.language_of(tmp_path / "x" / NAME, course) is None
+        if (ROOT / "notebooks" / lang / name).exists():
+            assert grade.language_of(ROOT / "notebooks" / lang / name) == lang
+    write_nb(tmp_path / name, nbformat.v4.new_notebook())
+    assert grade.language_of(tmp_path / name) is None
 
 
 # --- The README's nbgrader route, command for command -----------------------------------------
@@ -231,6 +229,7 @@ def test_the_readme_route_grades_a_class(tmp_path, blank_and_instructor):
     (tmp_path / "notebooks" / LANG).mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / LANG / NAME, tmp_path / "notebooks" / LANG / NAME)
     os.symlink(ROOT / ".venv", tmp_path / ".venv")
+    os.symlink(ROOT / "figures", tmp_path / "figures")
     write_nb(tmp_path / "returned" / "alice" / NAME, nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
     write_nb(tmp_path / "returned" / "bob" / NAME, blank)
     script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
