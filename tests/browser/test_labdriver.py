@@ -30,6 +30,7 @@ def test_anything_else_in_the_log_console_is_a_problem(entry):
 def test_screenshot_names():
     assert screenshot_name("zh/03_scaled_dot_product.ipynb") == "screenshot_zh_03.png"
     assert screenshot_name("en/06_quadratic_cost.ipynb") == "screenshot_en_06.png"
+    assert screenshot_name("zh/07_learned_attention.ipynb") == "screenshot_zh_07.png"
 
 
 @pytest.mark.parametrize(("value", "expected"), [
