@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_course import examples, multi_head_attention_reference
+from attention_course import examples, head_patterns, multi_head_attention_reference
 from attention_course.head_patterns import (
     MAX_LEN,
     PATTERN_NAMES,
@@ -134,3 +134,18 @@ def test_bad_settings_are_refused(kwargs, match):
 def test_bad_sentences_are_refused(tokens, roles, match):
     with pytest.raises(ValueError, match=match):
         hand_made_embeddings(tokens, roles)
+
+
+def test_public_columns_hold_the_flags_the_notebook_writes_into_its_heads():
+    roles = head_patterns.TROPHY_ROLES["en"]
+    x = head_patterns.hand_made_embeddings(examples.TROPHY["en"], roles)
+    assert np.flatnonzero(x[:, head_patterns.PRONOUN_COLUMN]).tolist() == [roles["pronoun"]]
+    assert np.flatnonzero(x[:, head_patterns.ANTECEDENT_COLUMN]).tolist() == [roles["antecedent"]]
+    assert np.flatnonzero(x[:, head_patterns.NOUN_COLUMN]).tolist() == list(roles["nouns"])
+    assert np.flatnonzero(x[:, head_patterns.LAST_COLUMN]).tolist() == [len(x) - 1]
+
+
+@pytest.mark.parametrize("head_dim, sharpness", [(16, 8.0), (32, 8.0), (96, 3.0)])
+def test_head_gain_gives_the_scaled_score_of_one_match(head_dim, sharpness):
+    gain = head_patterns.head_gain(head_dim, sharpness)
+    assert gain * gain / np.sqrt(head_dim) == pytest.approx(sharpness)
