@@ -189,6 +189,24 @@ def test_attention_refuses_a_renamed_softmax():
     assert "softmax" in failure(checks.check_attention, learner)
 
 
+def test_attention_refuses_torch_once_the_learner_has_loaded_it():
+    torch = pytest.importorskip("torch")
+
+    def through_torch(q, k, v, mask=None):
+        m = None if mask is None else torch.from_numpy(
+            np.broadcast_to(mask, q.shape[:-1] + (k.shape[-2],)).copy())
+        return torch.nn.functional.scaled_dot_product_attention(
+            torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v), attn_mask=m).numpy()
+
+    def torch_softmax(q, k, v, mask=None):
+        s = torch.from_numpy(q @ swap(k) / float(np.sqrt(q.shape[-1])))
+        return s.softmax(-1).numpy() @ v
+
+    msg = failure(checks.check_attention, through_torch)
+    assert "scaled_dot_product_attention, which this exercise" in msg
+    assert "softmax, which this exercise" in failure(checks.check_attention, torch_softmax)
+
+
 # --- exercise 2: causal mask ------------------------------------------------------------------
 
 def test_causal_other_correct_answers_pass(capsys):

@@ -9,6 +9,8 @@ answer equals one of them, the message names that mistake.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
@@ -118,6 +120,24 @@ PROMOTED = _label(
 #: Functions that compute the softmax or the whole attention: the exercise builds both itself.
 ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention,
                        grouped_query_attention, attention_forward, softmax_forward, softmax)
+
+
+def _outside_softmax_functions() -> tuple:
+    """SciPy's and PyTorch's softmax and attention, when the learner's session has loaded them.
+
+    Neither is a dependency of the course; a module the learner never imported cannot be called,
+    so only the loaded ones are watched (and importing them here would slow every check down).
+    """
+    found = []
+    scipy_special = sys.modules.get("scipy.special")
+    if scipy_special is not None:
+        found.append(scipy_special.softmax)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        functional = torch.nn.functional
+        found += [torch.softmax, torch.Tensor.softmax, functional.softmax,
+                  functional.scaled_dot_product_attention]
+    return tuple(found)
 
 
 def _masked_softmax(scores, mask, *, fill=-np.inf, shift="row", guard=True, axis=-1):
@@ -252,7 +272,8 @@ def check_attention(learner, lang: str | None = None) -> None:
     """
     lang = get_language(lang)
     _run_cases(learner, _attention_reference, _attention_cases(), _attention_variants,
-               name=ATTENTION_NAME, hint=ATTENTION_HINT, forbidden=ATTENTION_FUNCTIONS, lang=lang,
+               name=ATTENTION_NAME, hint=ATTENTION_HINT,
+               forbidden=ATTENTION_FUNCTIONS + _outside_softmax_functions(), lang=lang,
                check_dtype=True, dtype_hint=PROMOTED)
 
 
