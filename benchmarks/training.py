@@ -37,6 +37,7 @@ UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 if any(k in os.environ for k in UNSET) and __name__ == "__main__":
     env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env["BENCH_TRAINING_UNSET"] = ", ".join(f"{k}={os.environ[k]}" for k in UNSET if k in os.environ)
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 import numpy as np  # noqa: E402
@@ -216,10 +217,13 @@ def main(argv=None) -> int:
         f"CPU: {os.cpu_count()} cores; Python {platform.python_version()}, NumPy {np.__version__}, "
         f"PyTorch {torch.__version__}, attention_course {attention_course.__version__}",
         f"system load (1-minute average) before / after: {load_before:.2f} / {load_after:.2f}",
+        "OpenBLAS tuning variables removed for this run: "
+        + (os.environ.get("BENCH_TRAINING_UNSET") or "none were set"),
         "same loss on the first batch, NumPy and PyTorch: "
         + ", ".join(f"{name} {ok}" for name, ok in same.items()),
     ]
     body, verdicts = table(results)
+    print("\n".join(f"  {h}" for h in header))
     print(body)
     print("\n".join(verdicts))
     if not args.quick:
