@@ -225,11 +225,11 @@ def _attention_cases():
     masked_row[2, 0] = False
     q32, k32, v32 = _qkv(6, 3, 5, 4, 2, dtype=np.float32)
     return [
-        Case(_label("L = S = 3，E = 3，Ev = 4，没有掩码", "L = S = 3, E = 3, Ev = 4, no mask"),
+        Case(_label("L = S = 3，d_k = 3，d_v = 4，没有掩码", "L = S = 3, d_k = 3, d_v = 4, no mask"),
              _qkv(0, 3, 3, 3, 4)),
-        Case(_label("L = 2 个查询，S = 5 个键（L ≠ S），E = 3，Ev = 2",
-                    "L = 2 queries, S = 5 keys (L ≠ S), E = 3, Ev = 2"), _qkv(1, 2, 5, 3, 2)),
-        Case(_label("L = 2，S = 4，E = 4（k 是方阵）", "L = 2, S = 4, E = 4 (k is square)"),
+        Case(_label("L = 2 个查询，S = 5 个键（L ≠ S），d_k = 3，d_v = 2",
+                    "L = 2 queries, S = 5 keys (L ≠ S), d_k = 3, d_v = 2"), _qkv(1, 2, 5, 3, 2)),
+        Case(_label("L = 2，S = 4，d_k = 4（k 是方阵）", "L = 2, S = 4, d_k = 4 (k is square)"),
              _qkv(2, 2, 4, 4, 3)),
         Case(_label("带批次轴：q 的形状为 (2, 3, 4, 5)，k 为 (2, 3, 6, 5)",
                     "leading batch axes: q of shape (2, 3, 4, 5), k (2, 3, 6, 5)"),
@@ -257,8 +257,8 @@ def check_attention(learner, lang: str | None = None) -> None:
     Parameters
     ----------
     learner : callable
-        ``learner(q, k, v, mask)`` with q: (..., L, E), k: (..., S, E), v: (..., S, Ev) and a
-        boolean mask broadcastable to (..., L, S) (True = takes part) or None; returns (..., L, Ev)
+        ``learner(q, k, v, mask)`` with q: (..., L, d_k), k: (..., S, d_k), v: (..., S, d_v) and a
+        boolean mask broadcastable to (..., L, S) (True = takes part) or None; returns (..., L, d_v)
         in the dtype of q. Compared with the library's ``scaled_dot_product_attention``; the
         library's attention and softmax functions are forbidden.
     lang : {"zh", "en"}, optional
