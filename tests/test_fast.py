@@ -414,3 +414,28 @@ def test_helper_threads_are_started_once_and_survive_an_error(monkeypatch):
         fast_attention(q, k, v, num_threads=3, block_q=8)
     monkeypatch.undo()
     assert_matches_direct(q, k, v, num_threads=3, block_q=8)  # the helpers still work
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_or_inf_anywhere_is_refused_even_where_no_score_reads_it(where, bad):
+    # fast_attention reads NaN and inf off the norms it computes per head; the values must be
+    # caught even in keys a causal block never reaches and in heads a padding mask empties.
+    rng = np.random.default_rng(12)
+    q = rng.normal(size=(2, 3, 8)).astype(np.float32)
+    k, v = (rng.normal(size=(2, 9, 8)).astype(np.float32) for _ in range(2))
+    arrays = {"q": q, "k": k, "v": v}
+    arrays[where][1, -1, -1] = bad                     # key 8: after every query (causal)
+    name = "NaN" if np.isnan(bad) else "inf"
+    keep = np.ones((2, 1, 9), bool)
+    keep[1] = False                                    # sequence 1 entirely padding
+    for kw in ({"is_causal": True}, {"attn_mask": keep}, {"num_threads": 2, "block_q": 1}):
+        with pytest.raises(ValueError, match=f"{where} contains {name}"):
+            fast_attention(q, k, v, **kw)
+
+
+def test_huge_finite_inputs_whose_squares_overflow_are_not_refused():
+    q = np.full((2, 4), 1e20, np.float32)               # |q|² overflows float32, q does not
+    k = np.array([[1e-20, 0, 0, 0], [0, 1e-20, 0, 0]], np.float32)
+    v = np.eye(2, dtype=np.float32)
+    assert_matches_direct(q, k, v)

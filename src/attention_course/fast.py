@@ -9,6 +9,7 @@ go through them one by one.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import queue
@@ -273,6 +274,15 @@ def _serve(inbox):
 _helpers = _Helpers()
 
 
+@functools.lru_cache(maxsize=16)
+def _causal_tiles(bq, dtype):
+    """For a (keys, queries) tile on the diagonal: keys after the query, and 0/1 weights."""
+    after = np.tri(bq, bq, -1, dtype=bool)      # key j > query i: blocked by causality
+    below = (~after).astype(dtype)
+    after.flags.writeable = below.flags.writeable = False
+    return after, below
+
+
 def _lead(a):
     """Leading (batch, head) axes of an array of shape (..., n, m)."""
     return a.shape[:-2]
@@ -289,17 +299,7 @@ class _Job:
         self.neg_inf, self.log2e = dt.type(-np.inf), dt.type(LOG2E)
         limit = float(np.finfo(dt).max) / 4
 
-        # Bounds of each head, from the arrays before broadcasting. A NaN or inf in an input
-        # shows in them (a square or a max of it is not finite), so they double as the check.
-        with np.errstate(over="ignore", invalid="ignore"):
-            q_norm = np.sqrt(np.einsum("...le,...le->...l", q, q).max(axis=-1, initial=0.0))
-            k_norm = np.sqrt(np.einsum("...se,...se->...s", k, k).max(axis=-1, initial=0.0))
-            v_max = np.maximum(v.max(axis=(-2, -1), initial=-np.inf),
-                               -v.min(axis=(-2, -1), initial=np.inf))
-        if not (np.isfinite(q_norm).all() and np.isfinite(k_norm).all()
-                and (S == 0 or Ev == 0 or np.isfinite(v_max).all())):
-            check_finite(q=q, k=k, v=v)          # raises, unless a square merely overflowed
-
+        self.limit = limit
         # Keys blocked for every query of a head (a key-padding mask) are dropped up front.
         self.keys = None
         self.blocked = self.additive = None
@@ -312,31 +312,57 @@ class _Job:
             self.additive = np.broadcast_to(mask, batch + (L, S))
         self.masked = self.blocked is not None or self.additive is not None
         # Scale and the base change, folded into q (a float mask: natural units, see 3.).
-        alpha = self.alpha = dt.type(scale if natural else scale * LOG2E)
+        self.alpha = dt.type(scale if natural else scale * LOG2E)
         self.natural = natural
         self.q = np.broadcast_to(q, batch + (L, q.shape[-1]))
         self.k = np.broadcast_to(k, batch + k.shape[-2:])
         self.v = np.broadcast_to(v, batch + v.shape[-2:])
-        bound = np.broadcast_to(q_norm, batch) * abs(float(alpha)) * np.broadcast_to(k_norm, batch)
-        v_max = np.broadcast_to(v_max, batch)
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.shift = natural | ~((bound <= SAFE_EXPONENT)
-                                     & (v_max * S * 2.0**SAFE_EXPONENT < limit))
-            self.normalise_first = ~(v_max * S < limit)
-        # Keys j > query i in a (keys, queries) tile on the diagonal: blocked by causality.
-        self.after = np.tri(bq, bq, -1, dtype=bool) if is_causal else None
+        self.states = {}                         # per head: (shift, normalise_first)
+        if is_causal:
+            self.after, self.below = _causal_tiles(bq, dt)
+        # float32's smallest normal power of two, 2**-126: exp2 of it is exact and fast. (For
+        # float64 exp2 of -inf is not slow, so nothing is raised.)
+        self.floor = dt.type(-126) if dt == np.float32 else None
+        self.tiny = dt.type(2.0**-126)
 
         heads = list(np.ndindex(*batch))         # [()] when there are no leading axes
         if self.keys is not None:
+            for h in heads:
+                if self.keys[h] is None:         # no block reads this head: check it here
+                    check_finite(q=self.q[h], k=self.k[h], v=self.v[h])
             heads = [h for h in heads if self.keys[h] is not None]
         self.heads = heads
         if S == 0 or Ev == 0:
+            check_finite(q=q, k=k, v=v)
             heads = []
         self.blocks = [(h, i0, min(i0 + bq, L)) for h in heads for i0 in range(0, L, bq)]
         if is_causal:
             # Late query blocks see more keys: hand them out first so the threads finish together.
             self.blocks.sort(key=lambda b: -min(S, b[2]))
         self.max_keys = S
+
+    def head_state(self, h):
+        """(shift, normalise_first) for head h, measured by the first block that needs it.
+
+        Bounds of the whole head: its largest query norm (times the scale), key norm and |v|.
+        A NaN or inf in an input shows in them (a square or a max of it is not finite), so
+        they double as the input check; two threads may both measure a head, with one result.
+        """
+        state = self.states.get(h)
+        if state is None:
+            qh, kh, vh = self.q[h], self.k[h], self.v[h]
+            with np.errstate(over="ignore", invalid="ignore"):
+                q_norm = float(np.sqrt(np.einsum("le,le->l", qh, qh).max(initial=0.0)))
+                k_norm = float(np.sqrt(np.einsum("se,se->s", kh, kh).max(initial=0.0)))
+                v_max = max(float(vh.max()), -float(vh.min()))
+            if not (math.isfinite(q_norm) and math.isfinite(k_norm) and math.isfinite(v_max)):
+                check_finite(q=qh, k=kh, v=vh)   # raises, unless a square merely overflowed
+            S = kh.shape[0]
+            bound = q_norm * abs(float(self.alpha)) * k_norm
+            shift = self.natural or not (bound <= SAFE_EXPONENT
+                                         and v_max * S * 2.0**SAFE_EXPONENT < self.limit)
+            state = self.states[h] = (shift, not v_max * S < self.limit)
+        return state
 
     def _select_keys(self, k, v, mask, batch):
         """Per head: the keys and values some query may see, and their additive bias."""
@@ -384,6 +410,7 @@ class _Job:
     def block(self, h, i0, i1, buffer, q_block, ones):
         """Queries i0:i1 of head h, written into the output."""
         nq = i1 - i0
+        shift, normalise_first = self.head_state(h)           # before any product: the check
         if self.keys is None:
             kh, vh, bias = self.k[h], self.v[h], None
         else:
@@ -393,16 +420,24 @@ class _Job:
         qs = np.multiply(self.q[h][i0:i1], self.alpha, out=q_block[:nq])      # (nq, E)
         p = buffer[: s_end * nq].reshape(s_end, nq)           # (keys, queries), contiguous
         np.matmul(kh[:s_end], qs.T, out=p)                    # scores (base 2, or natural)
-        if self.is_causal:
-            if i0 < s_end:
-                np.copyto(p[i0:s_end], self.neg_inf, where=self.after[: s_end - i0, :nq])
-        elif self.blocked is not None:
+        # Blocked scores: -inf before the max-shift, which must not see them; without a shift
+        # they are zeroed after exp2 instead, because exp2 of -inf (or of anything that
+        # underflows) takes a slow path in NumPy, ten times slower than for other numbers.
+        diag = p[i0:s_end] if self.is_causal and i0 < s_end else None  # the diagonal tile
+        very_negative = None                      # the part of p that may hold -inf
+        if diag is not None and shift:
+            np.copyto(diag, self.neg_inf, where=self.after[: s_end - i0, :nq])
+            very_negative = diag
+        elif self.blocked is not None and shift:
             np.copyto(p, self.neg_inf, where=self.blocked[h][i0:i1].T)
+            very_negative = p
         elif self.additive is not None:
             np.add(p, self.additive[h][i0:i1].T, out=p)
+            very_negative = p
         if bias is not None:
             np.add(p, bias, out=p)
-        if self.shift[h]:
+            very_negative = p
+        if shift:
             top = p.max(axis=0)                               # (nq,) each query's maximum
             if self.masked:
                 top[~np.isfinite(top)] = 0  # a query with no allowed key: 2**(-inf - 0) = 0
@@ -411,12 +446,24 @@ class _Job:
                 # A blocked score near finfo.min becomes -inf here: weight 0, as in the formula.
                 with np.errstate(over="ignore"):
                     np.multiply(p, self.log2e, out=p)
-        np.exp2(p, out=p)                                     # unnormalised weights
+        if very_negative is not None and self.floor is not None:
+            # Raised to the smallest normal power of two, exp2 stays fast; subtracting that
+            # power afterwards turns exactly those entries back into 0 (and moves no weight
+            # that matters: the largest one of each row is 1).
+            np.maximum(very_negative, self.floor, out=very_negative)
+            np.exp2(p, out=p)                                 # unnormalised weights
+            np.subtract(very_negative, self.tiny, out=very_negative)
+        else:
+            np.exp2(p, out=p)                                 # unnormalised weights
+        if diag is not None and not shift:
+            np.multiply(diag, self.below[: s_end - i0, :nq], out=diag)    # causal: 0 or 1
+        elif self.blocked is not None and not shift:
+            np.copyto(p, 0, where=self.blocked[h][i0:i1].T)
         row_sum = ones[:s_end] @ p                            # (nq,)
         if self.masked:
             row_sum[row_sum == 0] = 1       # its numerator is 0 as well: the row stays 0
         o = self.out[h][i0:i1]                                # (nq, Ev) view of the output
-        if self.normalise_first[h]:     # values so large that a sum of them could overflow
+        if normalise_first:             # values so large that a sum of them could overflow
             np.divide(p, row_sum, out=p)
             np.matmul(p.T, vh[:s_end], out=o)
         else:
