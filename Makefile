@@ -76,6 +76,20 @@ bench: $(DEV_STAMP)
 test-browser: $(DEV_STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:xdist
 
+## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
+## and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and four
+## throwaway student users release, fetch, submit, grade and return notebook 01 through the hub.
+## make bench-classroom (root, not in CI): 10, 20, 30 students at once, each running notebook 01.
+CLASSROOM_PY := /opt/attention-classroom/venv/bin/python
+.PHONY: test-classroom bench-classroom
+test-classroom:
+	bash classroom/install.sh
+	$(CLASSROOM_PY) classroom/test_classroom.py
+
+bench-classroom:
+	bash classroom/install.sh
+	$(CLASSROOM_PY) classroom/bench_load.py $(BENCH_ARGS)
+
 ## make lock: record the exact versions of the learner's set, resolved in a fresh venv.
 lock:
 	rm -rf build/lock-venv
