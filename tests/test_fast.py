@@ -439,3 +439,21 @@ def test_huge_finite_inputs_whose_squares_overflow_are_not_refused():
     k = np.array([[1e-20, 0, 0, 0], [0, 1e-20, 0, 0]], np.float32)
     v = np.eye(2, dtype=np.float32)
     assert_matches_direct(q, k, v)
+
+
+def test_bench_notebook_timing_keeps_the_kernel_tcp_warning_out(tmp_path, capfd):
+    # The kernel's process writes to this process's stderr unless the bench redirects it:
+    # capfd sees both, so the warning would show here if it were let through.
+    import nbformat
+
+    bench = load_bench()
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import sys; print('to stderr', file=sys.stderr)"))
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    logged = []
+    seconds = bench.time_notebook(path, timeout=120, log=logged.append)
+    assert seconds > 0
+    assert not any(bench.KERNEL_WARNING in line for line in logged), logged
+    captured = capfd.readouterr()
+    assert bench.KERNEL_WARNING not in captured.err + captured.out
