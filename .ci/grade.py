@@ -145,8 +145,10 @@ def nbgrader_api(course_dir: Path):
     from sqlalchemy.exc import SAWarning
     from traitlets.config.loader import PyFileConfigLoader
 
-    # nbgrader's own session bookkeeping warns on every submission; nothing for the instructor to do
+    # nbgrader's own session bookkeeping warns on every submission, and a check cell it adds back has
+    # no cell id: nothing for the instructor to do about either
     warnings.filterwarnings("ignore", category=SAWarning)
+    warnings.filterwarnings("ignore", message="Cell is missing an id field")
 
     # nbgrader runs `alembic` (its database migrations) as a program: it must be on PATH.
     bindir = str(Path(sys.executable).parent)

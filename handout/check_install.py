@@ -23,7 +23,7 @@ TEXT = {
         "line": "{status:<5} {name}  {seconds:5.1f} s  {n} check cells: {todo} not answered yet "
                 "(NotImplementedError), {passed} passed, {wrong} rejected your answer",
         "ok": "ok", "fail": "FAIL",
-        "broken": "      cell {index} stopped with {ename}: {evalue}\n      {first_line}",
+        "broken": "      cell {index} from the top stopped with {ename}: {evalue}\n      {first_line}",
         "done": "The installation works: every notebook runs; only exercise checks stopped.",
         "failed": "{n} cell(s) outside the exercise checks stopped: the installation is broken.",
     },
@@ -34,7 +34,7 @@ TEXT = {
         "line": "{status:<5} {name}  {seconds:5.1f} 秒  检查单元格 {n} 个：未作答 {todo} 个"
                 "（NotImplementedError），已通过 {passed} 个，答案未通过 {wrong} 个",
         "ok": "正常", "fail": "出错",
-        "broken": "      第 {index} 个单元格出错，{ename}：{evalue}\n      {first_line}",
+        "broken": "      从上往下第 {index} 个单元格出错，{ename}：{evalue}\n      {first_line}",
         "done": "安装正常：每本 notebook 都能运行，停下的只有练习的检查单元格。",
         "failed": "练习检查以外有 {n} 个单元格出错：安装有问题。",
     },
@@ -70,7 +70,7 @@ def run(path: Path) -> dict:
                 result["wrong"] += 1
         elif errors:
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
-            result["broken"].append(dict(index=index, ename=errors[0].ename,
+            result["broken"].append(dict(index=index + 1, ename=errors[0].ename,
                                          evalue=errors[0].evalue.splitlines()[0][:200]
                                          if errors[0].evalue else "", first_line=first[:100]))
     return result

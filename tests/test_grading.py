@@ -99,11 +99,13 @@ def blank_and_instructor(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded(blank_and_instructor, tmp_path_factory):
-    """make grade on three students: blank, correct (the instructor's notebook), tampered."""
+    """make grade on three students: blank, correct (the instructor's notebook), tampered; and a
+    fourth folder with no notebook in it."""
     blank, instructor = blank_and_instructor
     submitted = tmp_path_factory.mktemp("returned")
-    for student in ("blank", "correct", "tampered"):
+    for student in ("blank", "correct", "tampered", "nobody"):
         (submitted / student).mkdir()
+    (submitted / "nobody" / "notes.txt").write_text("a folder with no notebook in it\n")
     nbformat.write(blank, submitted / "blank" / NAME)
     shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "correct" / NAME)
     tampered, expected = tampered_copy(blank, instructor)
@@ -119,7 +121,10 @@ def graded(blank_and_instructor, tmp_path_factory):
 
 def test_make_grade_scores_blank_correct_and_tampered(graded):
     run, rows, expected, full, _ = graded
-    assert run.returncode == 0, run.stdout + run.stderr
+    # status 1: the table is complete, but one student folder could not be graded
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "nobody/: no course notebook in it, student not graded" in run.stderr
+    assert not any(student == "nobody" for student, _ in rows)
     assert full > 0 and 0 < expected < full
     score = {s: float(rows[(s, STEM)]["score"]) for s in ("blank", "correct", "tampered")}
     assert score == {"blank": 0.0, "correct": full, "tampered": expected}

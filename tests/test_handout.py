@@ -113,6 +113,7 @@ def test_make_test_fails_and_names_the_cell_when_a_notebook_is_broken(learner, t
     run = subprocess.run([str(home / ".venv" / "bin" / "python"), "check_install.py"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cell 2 stopped with ModuleNotFoundError" in run.stdout
+    assert "cell 3 from the top stopped with ModuleNotFoundError" in run.stdout
+    assert "import no_such_module_here" in run.stdout
     assert "summary: notebooks=1 check_cells=1 not_answered=1 passed=0 rejected=0 errors_elsewhere=1" \
         in run.stdout
