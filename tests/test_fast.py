@@ -457,3 +457,19 @@ def test_bench_notebook_timing_keeps_the_kernel_tcp_warning_out(tmp_path, capfd)
     assert not any(bench.KERNEL_WARNING in line for line in logged), logged
     captured = capfd.readouterr()
     assert bench.KERNEL_WARNING not in captured.err + captured.out
+
+
+def test_a_helper_that_never_gets_a_core_is_not_waited_for(monkeypatch):
+    # On a busy machine a helper thread may start late; the caller, done with every block,
+    # cancels its part instead of waiting. Here the helper never starts at all.
+    import queue
+
+    import attention_course.fast as fast
+
+    stuck = queue.SimpleQueue()                  # an inbox nobody reads
+    monkeypatch.setattr(fast._helpers, "inboxes", lambda n: [stuck] * n)
+    rng = np.random.default_rng(13)
+    q, k, v = (rng.normal(size=(3, 40, 8)).astype(np.float32) for _ in range(3))
+    assert_matches_direct(q, k, v, num_threads=2, block_q=8)
+    _, _, ticket, _ = stuck.get_nowait()
+    assert ticket.cancelled and not ticket.started

@@ -226,22 +226,44 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
 
 
 def _run_with_helpers(job, todo, n_helpers):
-    """The calling thread and ``n_helpers`` waiting threads take blocks until none is left."""
+    """The calling thread and ``n_helpers`` waiting threads take blocks until none is left.
+
+    A helper that has not started by the time the calling thread has run out of blocks (on a
+    busy machine it may not get a core for milliseconds) is told to skip the job instead of
+    being waited for: what it would have done is already done.
+    """
     done = queue.SimpleQueue()
-    inboxes = _helpers.inboxes(n_helpers)
-    for inbox in inboxes:
-        inbox.put((job, todo, done))
+    tickets = [_Ticket() for _ in range(n_helpers)]
+    for inbox, ticket in zip(_helpers.inboxes(n_helpers), tickets, strict=True):
+        inbox.put((job, todo, ticket, done))
     error = None
     try:
         job.run(todo)                            # the calling thread works too
     except BaseException as exc:
         todo.clear()                             # the helpers stop after their current block
         error = exc
-    for _ in inboxes:                            # every helper is done with this job
+    started = 0
+    for ticket in tickets:
+        with ticket.lock:
+            if ticket.started:
+                started += 1
+            else:
+                ticket.cancelled = True
+    for _ in range(started):                     # every helper that started is done with it
         failed = done.get()
         error = error or failed
     if error is not None:
         raise error
+
+
+class _Ticket:
+    """One helper's part in one job: started by the helper, or cancelled by the caller."""
+
+    __slots__ = ("lock", "started", "cancelled")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.started = self.cancelled = False
 
 
 class _Helpers:
@@ -267,7 +289,11 @@ class _Helpers:
 def _serve(inbox):
     """A helper thread's life: run the blocks of each job it is handed, report, wait again."""
     while True:
-        job, todo, done = inbox.get()
+        job, todo, ticket, done = inbox.get()
+        with ticket.lock:
+            if ticket.cancelled:
+                continue
+            ticket.started = True
         try:
             job.run(todo)
         except BaseException as exc:   # handed to the caller, which raises it
