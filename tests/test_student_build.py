@@ -6,6 +6,7 @@ Running the hand-out as a learner would (its own venv, make test) is tests/test_
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -185,3 +186,18 @@ def test_make_lab_allows_root_only_for_root_and_keeps_the_token(handout, tmp_pat
     assert "--allow-root" in as_root[0] and "--allow-root" not in as_user[0]
     for line in as_root + as_user:
         assert "token" not in line.lower() and "password" not in line.lower()
+
+
+def test_building_the_library_prints_no_deprecation_warning(tmp_path):
+    """The wheel (and pip install -e .) build from pyproject.toml without setuptools deprecations."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (tree / name).write_bytes((ROOT / name).read_bytes())
+    shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                          "--disable-pip-version-check", "--wheel-dir", str(tmp_path / "wheels"), str(tree)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert list((tmp_path / "wheels").glob("attention_course-*.whl"))
+    assert "Deprecat" not in run.stdout + run.stderr, run.stdout + run.stderr
