@@ -125,7 +125,7 @@ def default_runs(seed: int = 0) -> dict:
                  seed=seed, eval_batch=previous_token_batch(seed + 1, 512, length=10))
     rep = train(AttentionOnlyModel(16, d_model=32, n_layers=2, positional="learned", max_len=20,
                                    seed=seed),
-                partial(repeat_batch, batch_size=32, length=20), 300, lr=3e-3, seed=seed,
+                partial(repeat_batch, batch_size=32, length=20), 300, lr=1e-2, seed=seed,
                 eval_batch=repeat_batch(seed + 1, 512, length=20))
     two = train(AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=2, positional="learned",
                                    max_len=10, seed=seed),
