@@ -473,3 +473,22 @@ def test_a_helper_that_never_gets_a_core_is_not_waited_for(monkeypatch):
     assert_matches_direct(q, k, v, num_threads=2, block_q=8)
     _, _, ticket, _ = stuck.get_nowait()
     assert ticket.cancelled and not ticket.started
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_small_blocks_of_several_heads_give_the_same_numbers(is_causal):
+    # Short sequences: several heads share one block (one call into NumPy for all of them).
+    import attention_course.fast as fast
+
+    rng = np.random.default_rng(14)
+    q, k, v = (rng.normal(size=(2, 4, 48, 16)).astype(np.float32) for _ in range(3))
+    job = fast._Job(q, k, v, None, is_causal, 0.25, (2, 4), 16, 2)
+    assert job.group > 1 and isinstance(job.blocks[0][0], slice)
+    assert_matches_direct(q, k, v, is_causal=is_causal, num_threads=2, block_q=16)
+    # Heads whose query norms differ: one needs the max-shift, the group takes it for all.
+    q[1, 2] *= 40
+    assert_matches_direct(q, k, v, is_causal=is_causal, num_threads=2, block_q=16)
+    # A view that cannot be flattened without a copy keeps one head per block.
+    qt = np.swapaxes(np.swapaxes(q, 0, 1).copy(), 0, 1)
+    assert fast._Job(qt, k, v, None, is_causal, 0.25, (2, 4), 16, 2).group == 1
+    assert_matches_direct(qt, k, v, is_causal=is_causal, num_threads=2, block_q=16)

@@ -207,7 +207,7 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     threads = available_cpus() if num_threads is None else positive_int(
         num_threads, "num_threads")
     q, k, v = (a.astype(cdtype, copy=False) for a in (q, k, v))
-    job = _Job(q, k, v, mask, is_causal, scale, batch, bq)    # raises for NaN or inf inputs
+    job = _Job(q, k, v, mask, is_causal, scale, batch, bq, threads)   # raises for NaN/inf
     if not job.blocks:
         # Nothing to compute (an empty batch, L = 0 or Ev = 0), or no key to look at: zeros,
         # as the reference gives.
@@ -322,8 +322,9 @@ def _lead(a):
 class _Job:
     """What every thread shares: inputs, output, constants, per-head bounds and the blocks."""
 
-    def __init__(self, q, k, v, mask, is_causal, scale, batch, bq):
+    def __init__(self, q, k, v, mask, is_causal, scale, batch, bq, threads=1):
         L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+        self.max_keys_hint = S
         dt = q.dtype
         self.out = np.zeros(batch + (L, Ev), dtype=dt)
         self.is_causal, self.bq = is_causal, bq
@@ -366,22 +367,52 @@ class _Job:
         if S == 0 or Ev == 0:
             check_finite(q=q, k=k, v=v)
             heads = []
+        self.group = 1
+        if heads and self.keys is None and not self.masked:
+            self._group_heads(q, k, v, batch, len(heads) * -(-L // bq), threads)
+        if self.group > 1:
+            H, g = len(heads), self.group
+            heads = [slice(h0, min(h0 + g, H)) for h0 in range(0, H, g)]
         self.blocks = [(h, i0, min(i0 + bq, L)) for h in heads for i0 in range(0, L, bq)]
         if is_causal:
             # Late query blocks see more keys: hand them out first so the threads finish together.
             self.blocks.sort(key=lambda b: -min(S, b[2]))
         self.max_keys = S
 
-    def head_state(self, h):
-        """(shift, normalise_first) for head h, measured by the first block that needs it.
+    def _group_heads(self, q, k, v, batch, n_blocks, threads):
+        """Several heads per block when blocks are small: fewer, larger calls into NumPy.
+
+        Each call holds Python's lock (the GIL) for a moment; with small blocks the threads
+        would spend their time waiting for it. Heads are grouped while a group's scores stay
+        within BLOCK_BYTES and there are still two blocks per thread. It needs q, k and v
+        with all their leading axes (no broadcasting), seen as (heads, rows, width) without
+        a copy.
+        """
+        H = math.prod(batch)
+        per_head = self.max_keys_hint * self.bq * self.out.itemsize
+        g = min(H, BLOCK_BYTES // max(1, per_head), n_blocks // (2 * threads))
+        if g < 2:
+            return
+        flat = []
+        for a in (q, k, v, self.out):
+            if a.shape[:-2] != batch:
+                return
+            try:
+                flat.append(a.reshape((H,) + a.shape[-2:], copy=False))
+            except ValueError:                    # would need a copy
+                return
+        self.qf, self.kf, self.vf, self.outf = flat
+        self.group = g
+
+    def head_state(self, key, qh, kh, vh):
+        """(shift, normalise_first) for one head, measured by the first block that needs it.
 
         Bounds of the whole head: its largest query norm (times the scale), key norm and |v|.
         A NaN or inf in an input shows in them (a square or a max of it is not finite), so
         they double as the input check; two threads may both measure a head, with one result.
         """
-        state = self.states.get(h)
+        state = self.states.get(key)
         if state is None:
-            qh, kh, vh = self.q[h], self.k[h], self.v[h]
             with np.errstate(over="ignore", invalid="ignore"):
                 q_norm = float(np.sqrt(np.einsum("le,le->l", qh, qh).max(initial=0.0)))
                 k_norm = float(np.sqrt(np.einsum("se,se->s", kh, kh).max(initial=0.0)))
@@ -392,7 +423,7 @@ class _Job:
             bound = q_norm * abs(float(self.alpha)) * k_norm
             shift = self.natural or not (bound <= SAFE_EXPONENT
                                          and v_max * S * 2.0**SAFE_EXPONENT < self.limit)
-            state = self.states[h] = (shift, not v_max * S < self.limit)
+            state = self.states[key] = (shift, not v_max * S < self.limit)
         return state
 
     def _select_keys(self, k, v, mask, batch):
@@ -428,8 +459,10 @@ class _Job:
     def run(self, todo):
         """Take blocks from the shared queue until it is empty."""
         dt = self.out.dtype
-        buffer = np.empty(self.max_keys * self.bq, dt)     # this thread's score buffer, reused
-        q_block = np.empty((self.bq, self.q.shape[-1]), dt)
+        g = self.group
+        # This thread's buffers, reused by every block: scores, scaled queries, a row of ones.
+        buffer = np.empty(g * self.max_keys * self.bq, dt)
+        q_block = np.empty(g * self.bq * self.q.shape[-1], dt)
         ones = np.ones(self.max_keys, dt)
         while True:
             try:
@@ -439,37 +472,54 @@ class _Job:
             self.block(h, i0, i1, buffer, q_block, ones)
 
     def block(self, h, i0, i1, buffer, q_block, ones):
-        """Queries i0:i1 of head h, written into the output."""
+        """Queries i0:i1 of head h (or of the group of heads h, a slice), into the output.
+
+        Every array here has a leading axis of heads, of length 1 for a single head.
+        """
         nq = i1 - i0
-        shift, normalise_first = self.head_state(h)           # before any product: the check
-        if self.keys is None:
-            kh, vh, bias = self.k[h], self.v[h], None
+        bias = blocked = additive = None
+        if isinstance(h, slice):                 # a group of heads (no mask but causality)
+            qh, kh, vh, out = self.qf[h], self.kf[h], self.vf[h], self.outf[h]
+            states = [self.head_state(i, self.qf[i], self.kf[i], self.vf[i])
+                      for i in range(h.start, h.stop)]
+            shift = any(st[0] for st in states)
+            normalise_first = any(st[1] for st in states)
         else:
-            kh, vh, bias = self.keys[h]
-        S = kh.shape[0]
+            qh, out = self.q[h][None], self.out[h][None]
+            if self.keys is None:
+                kh, vh = self.k[h][None], self.v[h][None]
+            else:
+                kh, vh, bias = self.keys[h]
+                kh, vh = kh[None], vh[None]
+            shift, normalise_first = self.head_state(h, qh[0], self.k[h], self.v[h])
+            if self.blocked is not None:
+                blocked = self.blocked[h][i0:i1].T[None]      # (1, S, nq) view
+            elif self.additive is not None:
+                additive = self.additive[h][i0:i1].T[None]
+        g, S, E = kh.shape[0], kh.shape[1], qh.shape[-1]
         s_end = min(S, i1) if self.is_causal else S           # keys this block may see
-        qs = np.multiply(self.q[h][i0:i1], self.alpha, out=q_block[:nq])      # (nq, E)
-        p = buffer[: s_end * nq].reshape(s_end, nq)           # (keys, queries), contiguous
-        np.matmul(kh[:s_end], qs.T, out=p)                    # scores (base 2, or natural)
+        qs = np.multiply(qh[:, i0:i1], self.alpha, out=q_block[: g * nq * E].reshape(g, nq, E))
+        p = buffer[: g * s_end * nq].reshape(g, s_end, nq)    # (heads, keys, queries)
+        np.matmul(kh[:, :s_end], qs.transpose(0, 2, 1), out=p)   # scores (base 2 or natural)
         # Blocked scores: -inf before the max-shift, which must not see them; without a shift
         # they are zeroed after exp2 instead, because exp2 of -inf (or of anything that
         # underflows) takes a slow path in NumPy, ten times slower than for other numbers.
-        diag = p[i0:s_end] if self.is_causal and i0 < s_end else None  # the diagonal tile
+        diag = p[:, i0:s_end] if self.is_causal and i0 < s_end else None   # diagonal tiles
         very_negative = None                      # the part of p that may hold -inf
         if diag is not None and shift:
             np.copyto(diag, self.neg_inf, where=self.after[: s_end - i0, :nq])
             very_negative = diag
-        elif self.blocked is not None and shift:
-            np.copyto(p, self.neg_inf, where=self.blocked[h][i0:i1].T)
+        elif blocked is not None and shift:
+            np.copyto(p, self.neg_inf, where=blocked)
             very_negative = p
-        elif self.additive is not None:
-            np.add(p, self.additive[h][i0:i1].T, out=p)
+        elif additive is not None:
+            np.add(p, additive, out=p)
             very_negative = p
         if bias is not None:
             np.add(p, bias, out=p)
             very_negative = p
         if shift:
-            top = p.max(axis=0)                               # (nq,) each query's maximum
+            top = p.max(axis=1, keepdims=True)                # (g, 1, nq) each query's maximum
             if self.masked:
                 top[~np.isfinite(top)] = 0  # a query with no allowed key: 2**(-inf - 0) = 0
             np.subtract(p, top, out=p)
@@ -488,15 +538,16 @@ class _Job:
             np.exp2(p, out=p)                                 # unnormalised weights
         if diag is not None and not shift:
             np.multiply(diag, self.below[: s_end - i0, :nq], out=diag)    # causal: 0 or 1
-        elif self.blocked is not None and not shift:
-            np.copyto(p, 0, where=self.blocked[h][i0:i1].T)
-        row_sum = ones[:s_end] @ p                            # (nq,)
+        elif blocked is not None and not shift:
+            np.copyto(p, 0, where=blocked)
+        row_sum = np.matmul(ones[:s_end], p)                  # (g, nq)
         if self.masked:
             row_sum[row_sum == 0] = 1       # its numerator is 0 as well: the row stays 0
-        o = self.out[h][i0:i1]                                # (nq, Ev) view of the output
+        o = out[:, i0:i1]                                     # (g, nq, Ev) view of the output
+        pt = p.transpose(0, 2, 1)                             # (g, nq, keys)
         if normalise_first:             # values so large that a sum of them could overflow
-            np.divide(p, row_sum, out=p)
-            np.matmul(p.T, vh[:s_end], out=o)
+            np.divide(p, row_sum[:, None, :], out=p)
+            np.matmul(pt, vh[:, :s_end], out=o)
         else:
-            np.matmul(p.T, vh[:s_end], out=o)
-            np.divide(o, row_sum[:, None], out=o)             # (nq, Ev) divisions, not (S, nq)
+            np.matmul(pt, vh[:, :s_end], out=o)
+            np.divide(o, row_sum[:, :, None], out=o)          # (nq, Ev) divisions, not (S, nq)
