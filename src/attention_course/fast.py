@@ -168,7 +168,9 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
        out to one thread per core. The helper threads are started once and then wait for
        work (starting threads costs more than a whole call at n = 256). NumPy releases the GIL
        inside its loops, so the threads really run side by side; BLAS is held to one thread
-       (threadpoolctl), or its threads and ours would fight over the same cores.
+       (threadpoolctl), or its threads and ours would fight over the same cores. When blocks
+       are small, one block takes several heads at once: each call into NumPy holds the GIL
+       for a moment, and fewer, larger calls leave the threads less to wait for.
     7. **Layout.** Scores are kept as (keys, queries): for these shapes ``k @ qᵀ`` runs faster
        in BLAS than ``q @ kᵀ``, and the row sums become one product ``ones @ p``.
     8. **Pitfalls avoided.** ``matmul``, not ``einsum`` (slower here, and it may allocate more);
