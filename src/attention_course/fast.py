@@ -407,21 +407,23 @@ class _Job:
         self.group = g
 
     def head_state(self, key, qh, kh, vh):
-        """(shift, normalise_first) for one head, measured by the first block that needs it.
+        """(shift, normalise_first) for one head or a group, measured by its first block.
 
-        Bounds of the whole head: its largest query norm (times the scale), key norm and |v|.
-        A NaN or inf in an input shows in them (a square or a max of it is not finite), so
-        they double as the input check; two threads may both measure a head, with one result.
+        qh, kh, vh: (L, E), (S, E), (S, Ev), or the same with a leading axis of heads. Bounds
+        of the whole head: its largest query norm (times the scale), key norm and |v|. A NaN
+        or inf in an input shows in them (a square or a max of it is not finite), so they
+        double as the input check; two threads may both measure a head, with one result.
         """
         state = self.states.get(key)
         if state is None:
             with np.errstate(over="ignore", invalid="ignore"):
-                q_norm = float(np.sqrt(np.einsum("le,le->l", qh, qh).max(initial=0.0)))
-                k_norm = float(np.sqrt(np.einsum("se,se->s", kh, kh).max(initial=0.0)))
+                q_norm = float(np.sqrt(np.einsum("...le,...le->...l", qh, qh).max(initial=0.0)))
+                k_norm = float(np.sqrt(np.einsum("...se,...se->...s", kh, kh).max(initial=0.0)))
                 v_max = max(float(vh.max()), -float(vh.min()))
             if not (math.isfinite(q_norm) and math.isfinite(k_norm) and math.isfinite(v_max)):
                 check_finite(q=qh, k=kh, v=vh)   # raises, unless a square merely overflowed
-            S = kh.shape[0]
+            S = kh.shape[-2]
+            # One group, one decision: the largest norms of its heads bound every head's scores.
             bound = q_norm * abs(float(self.alpha)) * k_norm
             shift = self.natural or not (bound <= SAFE_EXPONENT
                                          and v_max * S * 2.0**SAFE_EXPONENT < self.limit)
@@ -482,10 +484,7 @@ class _Job:
         bias = blocked = additive = None
         if isinstance(h, slice):                 # a group of heads (no mask but causality)
             qh, kh, vh, out = self.qf[h], self.kf[h], self.vf[h], self.outf[h]
-            states = [self.head_state(i, self.qf[i], self.kf[i], self.vf[i])
-                      for i in range(h.start, h.stop)]
-            shift = any(st[0] for st in states)
-            normalise_first = any(st[1] for st in states)
+            shift, normalise_first = self.head_state(h.start, qh, kh, vh)
         else:
             qh, out = self.q[h][None], self.out[h][None]
             if self.keys is None:
