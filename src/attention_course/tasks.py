@@ -182,7 +182,7 @@ def previous_two_batch(rng, batch_size: int, length: int = 10, vocab: int = 8) -
     --------
     >>> b = previous_two_batch(0, batch_size=1, length=4, vocab=8)
     >>> t = b.tokens[0]
-    >>> int(b.targets[0, 3]) == t[2] * 8 + t[1], b.mask[0].tolist()
+    >>> bool(b.targets[0, 3] == t[2] * 8 + t[1]), b.mask[0].tolist()
     (True, [False, False, True, True])
     """
     rng = _rng(rng)
