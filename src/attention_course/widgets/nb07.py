@@ -157,9 +157,11 @@ class TrainingExplorer(Explorer):
 
     Examples
     --------
-    >>> ex = TrainingExplorer(lang="en", runs={"library": default_runs()["library"]})
+    >>> run = train(LibraryModel(seed=0), partial(library_batch, batch_size=16), 10,
+    ...             eval_batch=library_batch(1, 32))
+    >>> ex = TrainingExplorer(lang="en", runs={"library": run})
     >>> ex.data["step"], ex.data["map"].shape
-    (60, (1, 6))
+    (10, (1, 6))
     >>> ex.compute(progress=0, task="library", head=0)["step"]
     0
     """
