@@ -109,7 +109,7 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str]]:
         raise UnusableInput(f"SUBMITTED={submitted} has no student folders.{hint}")
     course = course_notebooks()
     submissions: dict[tuple[str, str], Submission] = {}
-    warnings = []
+    remarks = []
     for folder in students:
         found = 0
         for path in sorted(folder.rglob("*.ipynb")):
@@ -117,26 +117,26 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str]]:
                 continue
             rel = path.relative_to(submitted)
             if not any(path.name in course[lang] for lang in LANGS):
-                warnings.append(f"{rel}: not a course notebook (names are {', '.join(sorted(course['en']))}),"
+                remarks.append(f"{rel}: not a course notebook (names are {', '.join(sorted(course['en']))}),"
                                 " ignored")
                 continue
             lang = language_of(path)
             if lang is None or path.name not in course[lang]:
-                warnings.append(f"{rel}: unreadable, or not a notebook of the zh or en course, ignored")
+                remarks.append(f"{rel}: unreadable, or not a notebook of the zh or en course, ignored")
                 continue
             sub = submissions.setdefault((folder.name, lang), Submission(folder.name, lang))
             if path.name in sub.files:
-                warnings.append(f"{rel}: a second {lang} copy of {path.name}, ignored"
+                remarks.append(f"{rel}: a second {lang} copy of {path.name}, ignored"
                                 f" (graded: {sub.files[path.name].relative_to(submitted)})")
                 continue
             sub.files[path.name] = path
             found += 1
         if not found:
-            warnings.append(f"{folder.name}/: no course notebook in it, student not graded")
+            remarks.append(f"{folder.name}/: no course notebook in it, student not graded")
     if not submissions:
         raise UnusableInput(f"SUBMITTED={submitted}: no student folder holds a course notebook.\n  "
-                            + "\n  ".join(warnings))
-    return sorted(submissions.values(), key=lambda s: (s.student, s.lang)), warnings
+                            + "\n  ".join(remarks))
+    return sorted(submissions.values(), key=lambda s: (s.student, s.lang)), remarks
 
 
 def nbgrader_api(course_dir: Path):
@@ -190,10 +190,13 @@ def grade(submitted: Path, out: Path,
     """
     from nbgrader.api import Gradebook
 
-    submissions, warnings = collect(submitted)
-    if out.exists():
+    submissions, remarks = collect(submitted)
+    if out.exists() and any(out.iterdir()):
+        if not (out / "gradebook.db").exists():
+            raise UnusableInput(f"--out {out} holds files that are not from an earlier make grade;"
+                                " it would be emptied: choose another folder.")
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     api = nbgrader_api(out)
     # autograde runs a notebook in autograded/<student>/<lang>/, two levels down as in notebooks/<lang>/
     # of the repository: with figures/ beside the students, the notebooks' ../../figures/ links hold.
@@ -238,7 +241,7 @@ def grade(submitted: Path, out: Path,
                 total = gb.find_submission(sub.lang, sub.student)
                 rows.append(dict(student=sub.student, assignment=sub.lang, notebook="total",
                                  score=total.score, max_score=total.max_score, status="graded"))
-    return rows, submissions, warnings
+    return rows, submissions, remarks
 
 
 def fmt(score, max_score) -> str:
@@ -295,12 +298,12 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(args.out).resolve()
     try:
-        rows, submissions, warnings = grade(Path(args.submitted), out, feedback=not args.no_feedback)
+        rows, submissions, remarks = grade(Path(args.submitted), out, feedback=not args.no_feedback)
     except UnusableInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    for remark in remarks:
+        print(f"warning: {remark}", file=sys.stderr)
     print(table(rows))
     notes = [(s, n) for s in submissions for n in s.notes]
     if any(s.error for s in submissions) or notes:
@@ -315,7 +318,7 @@ def main(argv: list[str]) -> int:
     print(f"\ngrades: {csv_path}")
     if not args.no_feedback:
         print(f"feedback: {out / 'feedback'}/<student>/<assignment>/")
-    failed = any(s.error for s in submissions) or any("not graded" in w for w in warnings)
+    failed = any(s.error for s in submissions) or any("not graded" in r for r in remarks)
     return 1 if failed else 0
 
 

@@ -181,6 +181,18 @@ def test_make_grade_refuses_unusable_input(tmp_path, capsys, layout, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_make_grade_never_empties_a_folder_it_did_not_make(tmp_path, capsys):
+    submitted = tmp_path / "returned"
+    (submitted / "alice").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "alice" / NAME)
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.txt").write_text("keep me\n")
+    assert load_tool("grade").main([str(submitted), "--out", str(out)]) == 2
+    assert "choose another folder" in capsys.readouterr().err
+    assert (out / "thesis.txt").read_text() == "keep me\n"
+
+
 def test_make_grade_without_a_folder_says_how_to_call_it(capsys):
     assert load_tool("grade").main([]) == 2
     assert "SUBMITTED=" in capsys.readouterr().err
