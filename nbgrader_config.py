@@ -2,8 +2,8 @@
 
 nbgrader reads this file when it runs from the repository's root (``nbgrader generate_assignment zh``
 ...); ``make student`` and ``make grade`` load it too and change only where files go. A JupyterHub
-with formgrader and the exchange uses it as well: copy or link it into the instructor's
-``~/.jupyter/`` and set the course directory's ``root`` there.
+with formgrader and the exchange loads it as well (classroom/README.md), so the course id, the
+exchange and the grading settings are written here once.
 
 Layout (nbgrader's ``{nbgrader_step}/{student_id}/{assignment_id}/{notebook_id}.ipynb``):
 
