@@ -39,7 +39,7 @@ CHECKS = [
     ("stable_softmax", checks.check_stable_softmax),
     ("scores_for", checks.check_scores_for),
     ("score_increase", checks.check_score_increase),
-    ("soft_lookup", checks.check_soft_lookup),
+    ("zero_temperature_lookup", checks.check_zero_temperature_lookup),
 ]
 
 
@@ -321,73 +321,106 @@ def test_score_increase_solution_reaches_the_target(raw, target, data):
     assert softmax(raised)[k] == pytest.approx(target, rel=1e-9)
 
 
-# --- exercise 4: soft lookup ------------------------------------------------------------------
+# --- exercise 4: the lookup at T → 0 ---------------------------------------------------------
 
-def hard_lookup(queries, keys, values):
-    return values[np.argmax(queries @ keys.T, axis=-1)]
-
-
-def keys_as_values(queries, keys, values):
-    return softmax(queries @ keys.T, axis=-1) @ keys
+def lookup_by_argmax(queries, keys, values):
+    return values[np.argmax(queries @ keys.T, axis=-1)]          # a tie goes to the first book
 
 
-def scaled_lookup(queries, keys, values):
-    return softmax(queries @ keys.T / np.sqrt(keys.shape[-1]), axis=-1) @ values
+def lookup_global_max(queries, keys, values):
+    scores = queries @ keys.T
+    top = scores == scores.max()                                  # one best score for all questions
+    return (top / top.sum(axis=-1, keepdims=True)) @ values
 
 
-def lookup_softmax_over_questions(queries, keys, values):
-    return softmax(queries @ keys.T, axis=0) @ values
+def lookup_unnormalised(queries, keys, values):
+    scores = queries @ keys.T
+    return (scores == scores.max(axis=-1, keepdims=True)) @ values   # tied books counted in full
 
 
-def lookup_with_naive_softmax(queries, keys, values):
-    return naive_softmax(queries @ keys.T) @ values
+def lookup_mixes_keys(queries, keys, values):
+    scores = queries @ keys.T
+    top = scores == scores.max(axis=-1, keepdims=True)
+    return (top / top.sum(axis=-1, keepdims=True)) @ keys
+
+
+def lookup_at_temperature(temperature):
+    def lookup(queries, keys, values):
+        scores = queries @ keys.T / temperature                   # a small T is not yet the limit
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ values
+    return lookup
+
+
+def lookup_with_the_library_softmax(queries, keys, values):
+    return softmax(queries @ keys.T / 1e-12, axis=-1) @ values
 
 
 def lookup_with_a_loop(queries, keys, values):
-    return np.array([softmax(keys @ q) @ values for q in queries])
+    return np.array([values[keys @ q == (keys @ q).max()].mean(axis=0) for q in queries])
 
 
 def lookup_with_a_while(queries, keys, values):
     rows, i = [], 0
     while i < len(queries):
-        rows.append(softmax(keys @ queries[i]) @ values)
+        s = keys @ queries[i]
+        rows.append(values[s == s.max()].mean(axis=0))
         i += 1
     return np.array(rows)
 
 
-def lookup_calling_the_library(queries, keys, values):
-    return attention_course.scaled_dot_product_attention(queries, keys, values, scale=1.0)
-
-
 @pytest.mark.parametrize("wrong, fragment", [
-    (hard_lookup, "three questions"), (keys_as_values, "three questions"),
-    (scaled_lookup, "three questions"), (lookup_softmax_over_questions, "three questions"),
-    (lookup_with_naive_softmax, "scores reach 1500"),
+    (lookup_by_argmax, "three questions"), (lookup_global_max, "three questions"),
+    (lookup_unnormalised, "three questions"), (lookup_mixes_keys, "three questions"),
+    (lookup_at_temperature(0.01), "three questions"), (lookup_at_temperature(1e-4), "only 0.001"),
+    (lookup_with_the_library_softmax, "not to use"),
     (lookup_with_a_loop, "comprehension"), (lookup_with_a_while, "while loop"),
-    (lookup_calling_the_library, "scaled_dot_product_attention"),
 ])
-def test_soft_lookup_catches(wrong, fragment):
-    fails_on(checks.check_soft_lookup, wrong, fragment)
+def test_zero_temperature_lookup_catches(wrong, fragment):
+    fails_on(checks.check_zero_temperature_lookup, wrong, fragment)
 
 
 def lookup_einsum(queries, keys, values):
     scores = np.einsum("ld,sd->ls", queries, keys)
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return np.einsum("ls,sv->lv", e / e.sum(axis=-1, keepdims=True), values)
+    top = (scores >= scores.max(axis=-1, keepdims=True)).astype(float)
+    return np.einsum("ls,sv->lv", top / top.sum(axis=-1, keepdims=True), values)
+
+
+def lookup_scaled(queries, keys, values):
+    # dividing every score by √d_k changes no ranking, so the limit is the same
+    scores = np.asarray(queries) @ np.asarray(keys).T / np.sqrt(np.shape(keys)[-1])
+    top = np.isclose(scores, scores.max(axis=-1, keepdims=True), rtol=0, atol=1e-12)
+    return (top / top.sum(axis=-1, keepdims=True)) @ np.asarray(values)
 
 
 def lookup_lists(queries, keys, values):
-    return (softmax(np.asarray(queries) @ np.asarray(keys).T, axis=-1) @ values).tolist()
+    scores = np.asarray(queries) @ np.asarray(keys).T
+    top = scores == scores.max(axis=-1, keepdims=True)
+    return ((top / top.sum(axis=-1, keepdims=True)) @ np.asarray(values)).tolist()
 
 
-@pytest.mark.parametrize("right", [lookup_einsum, lookup_lists])
-def test_soft_lookup_accepts_other_correct_answers(right, capsys):
-    checks.check_soft_lookup(right, lang="en")
-    assert "all 7 cases pass" in capsys.readouterr().out
+@pytest.mark.parametrize("right", [lookup_einsum, lookup_scaled, lookup_lists])
+def test_zero_temperature_lookup_accepts_other_correct_answers(right, capsys):
+    checks.check_zero_temperature_lookup(right, lang="en")
+    assert "all 8 cases pass" in capsys.readouterr().out
 
 
-def test_soft_lookup_message_in_chinese():
-    assert "不写循环" in fails_on(checks.check_soft_lookup, lookup_with_a_loop, "推导式", lang="zh")
+def test_zero_temperature_lookup_message_in_chinese():
+    assert "不写循环" in fails_on(checks.check_zero_temperature_lookup, lookup_with_a_loop, "推导式",
+                                 lang="zh")
+
+
+@given(st.lists(st.lists(st.integers(-3, 3), min_size=2, max_size=2), min_size=1, max_size=4),
+       st.floats(0.001, 0.01))
+@settings(max_examples=40, deadline=None)
+def test_zero_temperature_solution_is_the_limit_of_the_soft_lookup(queries, temperature):
+    # integer scores: a gap is at least 1, so softmax(scores / T) is within e^(-1/T) of the limit
+    queries = np.array(queries, dtype=float)
+    keys = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 2.0]])
+    values = np.arange(12.0).reshape(4, 3)
+    cold = softmax(queries @ keys.T / temperature, axis=-1) @ values
+    limit = load_with_source("en")["zero_temperature_lookup"](queries, keys, values)
+    np.testing.assert_allclose(limit, cold, atol=1e-9)
 
 
 # --- widgets ----------------------------------------------------------------------------------
@@ -502,17 +535,23 @@ def test_library_lookup_rejects_mismatched_shapes_and_modes():
 
 from attention_course.attention import scaled_dot_product_attention as attend  # noqa: E402
 from attention_course.fast import fast_attention as quick  # noqa: E402
+from attention_course.softmax import softmax as renamed_softmax  # noqa: E402
 
 
 def lookup_renamed_attention(queries, keys, values):
-    return attend(queries, keys, values, scale=1.0)
+    return attend(queries, keys, values, scale=1e-12)
 
 
 def lookup_renamed_fast(queries, keys, values):
-    return quick(queries, keys, values, scale=1.0)
+    return quick(queries, keys, values, scale=1e-12)
 
 
-@pytest.mark.parametrize("cheat", [lookup_renamed_attention, lookup_renamed_fast, attend],
-                         ids=["renamed-sdpa", "renamed-fast", "sdpa-itself"])
-def test_soft_lookup_refuses_the_library_attention_under_any_name(cheat):
-    assert "not to use" in fails_on(checks.check_soft_lookup, cheat, "three questions")
+def lookup_renamed_softmax(queries, keys, values):
+    return renamed_softmax(queries @ keys.T, temperature=1e-12) @ values
+
+
+@pytest.mark.parametrize("cheat", [lookup_renamed_attention, lookup_renamed_fast, lookup_renamed_softmax,
+                                   attend],
+                         ids=["renamed-sdpa", "renamed-fast", "renamed-softmax", "sdpa-itself"])
+def test_zero_temperature_lookup_refuses_the_library_under_any_name(cheat):
+    assert "not to use" in fails_on(checks.check_zero_temperature_lookup, cheat, "three questions")

@@ -241,62 +241,73 @@ def check_score_increase(fn, *, lang: str | None = None) -> None:
 
 
 # --------------------------------------------------------------------------- exercise 4
-def _soft_lookup_reference(queries, keys, values):
-    return scaled_dot_product_attention(queries, keys, values, scale=1.0)     # (L, d_v)
+def _zero_temperature_reference(queries, keys, values):
+    scores = np.asarray(queries) @ np.asarray(keys).T                  # (L, S)
+    top = scores == scores.max(axis=-1, keepdims=True)                  # each row's tied best books
+    return (top / top.sum(axis=-1, keepdims=True)) @ np.asarray(values)  # (L, d_v)
 
 
-def check_soft_lookup(fn, *, lang: str | None = None) -> None:
-    """Check a learner's ``soft_lookup(queries, keys, values)``: every question at once.
+def check_zero_temperature_lookup(fn, *, lang: str | None = None) -> None:
+    """Check a learner's ``zero_temperature_lookup(queries, keys, values)``: the limit T → 0.
 
     Parameters
     ----------
     fn : callable
         ``fn(queries, keys, values) -> ndarray`` with ``queries`` (L, d_k), ``keys`` (S, d_k)
-        and ``values`` (S, d_v), returning one blended note per question, (L, d_v). Scores are
-        plain dot products (no scaling) and the softmax runs over the S books of each question.
-        The function must contain no loop and must not call (or be) the library's attention.
+        and ``values`` (S, d_v), returning (L, d_v): each question's note when its weights are
+        the softmax of its raw dot-product scores divided by a temperature T that tends to 0.
+        The function must contain no loop and must not call (or be) the library's softmax or
+        attention.
     lang : {"zh", "en"}, optional
 
     Raises
     ------
     CheckFailed
-        On the first shelf where ``fn`` differs: the course's shelf with its three questions,
-        one question alone (L = 1), values wider than the keys, a single book (S = 1),
-        questions whose scores reach 1500, a seeded random shelf (L = 5, S = 6), and the course's
-        shelf in float32; or when the function loops or calls the library's attention.
+        On the first shelf where ``fn`` differs: the course's shelf with its three questions
+        (one of them ties two books), that tied question alone (L = 1), three books tied, a
+        question that scores every book alike, questions whose best scores differ from row to
+        row, a best score ahead by only 0.001, values wider than the keys, a seeded random shelf
+        (L = 5, S = 6) and the course's shelf in float32; or when the function loops or calls the
+        library's softmax or attention.
     """
     questions = np.array(list(examples.QUESTIONS["en"].values()))       # (L=3, d_k=4)
     keys, values = examples.BOOK_KEYS, examples.BOOK_VALUES
-    wide_keys = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7]])          # (S=3, d_k=2)
-    wide_values = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [0.5, 0.5, 0.0]])   # (S=3, d_v=3)
+    diagonal_keys = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [-1.0, 0.0]])     # (S=4, d_k=2)
+    diagonal_values = np.array([[1.0, 0.0, 3.0], [0.0, 1.0, -3.0], [2.0, 2.0, 0.0], [5.0, 5.0, 5.0]])
     cases = [
-        Case({"zh": "书架与它的三个问题（L = 3，S = 4）",
-              "en": "the shelf with its three questions (L = 3, S = 4)"},
+        Case({"zh": "书架与它的三个问题（L = 3，S = 4；“猫和量子物理”有两本书并列第一）",
+              "en": "the shelf with its three questions (L = 3, S = 4; 'Cats and quantum physics' "
+                    "ties two books)"},
              (questions.copy(), keys.copy(), values.copy())),
         Case({"zh": "只有一个问题“猫和量子物理”（L = 1，两本书并列第一）",
               "en": "one question alone, 'Cats and quantum physics' (L = 1, two books tie)"},
              (questions[2:3].copy(), keys.copy(), values.copy())),
-        Case({"zh": "值比键宽：d_k = 2，d_v = 3", "en": "values wider than keys: d_k = 2, d_v = 3"},
-             (np.array([[1.0, 0.5], [-0.5, 2.0]]), wide_keys, wide_values)),
-        Case({"zh": "书架上只有一本书（S = 1）", "en": "a shelf with a single book (S = 1)"},
-             (np.array([[0.3, -0.2], [2.0, 1.0]]), np.array([[1.0, 2.0]]),
-              np.array([[4.0, 5.0, 6.0]]))),
-        Case({"zh": "分数高达 1500 的问题（问题 × 500）",
-              "en": "questions whose scores reach 1500 (questions × 500)"},
-             (questions * 500, keys.copy(), values.copy())),
+        Case({"zh": "三本书并列第一：问题 [1, 1]，分数 1、1、1、-1",
+              "en": "three books tie: question [1, 1], scores 1, 1, 1, -1"},
+             (np.array([[1.0, 1.0]]), diagonal_keys, diagonal_values)),
+        Case({"zh": "问题 [0, 0]：每本书的分数都是 0",
+              "en": "question [0, 0]: every book scores 0"},
+             (np.zeros((1, 2)), diagonal_keys, diagonal_values)),
+        Case({"zh": "两个问题，各行最高分不同（2 和 0.1）",
+              "en": "two questions whose best scores differ (2 and 0.1)"},
+             (np.array([[2.0, 0.0], [0.0, 0.1]]), diagonal_keys, diagonal_values)),
+        Case({"zh": "第一名只领先 0.001：分数 2.000 和 1.999",
+              "en": "the best book ahead by only 0.001: scores 2.000 and 1.999"},
+             (np.array([[2.0, 1.999]]), np.eye(2), np.array([[1.0, 0.0], [0.0, 1.0]]))),
         Case({"zh": "随机书架：L = 5，S = 6，d_k = 3，d_v = 2",
               "en": "a random shelf: L = 5, S = 6, d_k = 3, d_v = 2"},
              (_SHELF_QUERIES.copy(), _SHELF_KEYS.copy(), _SHELF_VALUES.copy())),
         Case({"zh": "float32 的书架与三个问题", "en": "the shelf and its three questions in float32"},
              (questions.astype(np.float32), keys.astype(np.float32), values.astype(np.float32))),
     ]
-    check_function(fn, _soft_lookup_reference, cases,
-                   name={"zh": "软查找", "en": "soft lookup"},
-                   hint={"zh": "一次矩阵乘法就能得到每个问题对每本书的分数（不要缩放），形状 (L, S)；"
-                               "每个问题只在自己那一行的书上分预算；最后混合的是值，不是键，"
-                               "而且每本书都算进去，不只是最好的那本。",
-                         "en": "one matrix product gives every question's score for every book (no "
-                               "scaling), of shape (L, S); each question spends its budget over its "
-                               "own row of books; what gets mixed is the values, not the keys, and "
-                               "every book counts, not only the best one."},
-                   forbidden=_ATTENTION_FUNCTIONS, no_loops=True, lang=lang)
+    check_function(fn, _zero_temperature_reference, cases,
+                   name={"zh": "温度趋于 0 的查找", "en": "the lookup at T → 0"},
+                   hint={"zh": "两个权重之比是 e 的（分数之差 / T）次方：T → 0 时，比这一行最高分低的书，"
+                               "权重和最高分那本相比趋于 0；并列最高分的几本书权重始终相等，"
+                               "而权重加起来总是 1。每个问题只看自己那一行的最高分，最后混合的是值，不是键。",
+                         "en": "the ratio of two weights is e to the power (score difference / T): as "
+                               "T → 0, a book below its row's best score gets a weight that vanishes "
+                               "next to the best one's; books tied for the best keep equal weights, "
+                               "and the weights always sum to 1. Each question has its own best score; "
+                               "mix the values, not the keys."},
+                   forbidden=_softmax_functions() + _ATTENTION_FUNCTIONS, no_loops=True, lang=lang)
