@@ -28,7 +28,7 @@ N_QUERIES = 500
 TEXT = {
     "zh": {
         "scale": "除以 √d_k",
-        "key": "键{}",
+        "key": "键 {}",
         "bars": "同一个查询的权重",
         "with": "除以 √d_k",
         "without": "不缩放",
