@@ -211,19 +211,19 @@ def _cross_weights(X_query, X_source, W_Q, W_K):
 def _cross_cases():
     W_Q, W_K, _ = _weights(6, 4, 4, seed=31)
     return [
-        Case({"zh": "中文句子 3 个词提问，英文句子 5 个词被查（L = 3，S = 5）",
+        Case({"zh": "中文句子 3 个词提问，英文句子 5 个词作答（L = 3，S = 5）",
               "en": "a 3-word Chinese sentence asks, a 5-word English one answers (L=3, S=5)"},
              (_normal(30, 3, 6), _normal(32, 5, 6), W_Q, W_K)),
         Case({"zh": "两个句子都是 4 个词（L = S，换错来源不会报错）",
               "en": "both sentences have 4 words (L = S: swapped sources raise no error)"},
              (_normal(33, 4, 6), _normal(34, 4, 6), W_Q, W_K)),
-        Case({"zh": "被查的句子只有 1 个词（每行权重都是 1）",
+        Case({"zh": "被看的句子只有 1 个词（每行权重都是 1）",
               "en": "the sentence looked at has a single word (every weight is 1)"},
              (_normal(35, 3, 6), _normal(36, 1, 6), W_Q, W_K)),
         Case({"zh": "很大的分数（嵌入乘以 40，分数上千）",
               "en": "very large scores (embeddings times 40, scores in the thousands)"},
              (40 * _normal(37, 2, 6), 40 * _normal(38, 3, 6), W_Q, W_K)),
-        Case({"zh": "float32：2 个词提问，4 个词被查", "en": "float32: 2 words ask, 4 are looked at"},
+        Case({"zh": "float32：2 个词提问，4 个词被看", "en": "float32: 2 words ask, 4 are looked at"},
              tuple(a.astype(np.float32) for a in (_normal(39, 2, 6), _normal(40, 4, 6), W_Q, W_K))),
     ]
 
