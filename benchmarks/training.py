@@ -197,9 +197,9 @@ def table(results) -> tuple[str, list[str]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds, print only")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 9)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 15)")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (3 if args.quick else 9)
+    rounds = args.rounds or (3 if args.quick else 15)
     try:
         import torch
     except ImportError:
