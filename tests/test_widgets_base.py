@@ -46,12 +46,12 @@ def test_every_widget_refuses_an_unknown_language():
 
     import pytest
 
-    from attention_course.widgets import nb01, nb02, nb03, nb04, nb05, nb06
+    from attention_course.widgets import nb01, nb02, nb03, nb04, nb05, nb06, nb07
 
-    classes = [cls for m in (nb01, nb02, nb03, nb04, nb05, nb06)
+    classes = [cls for m in (nb01, nb02, nb03, nb04, nb05, nb06, nb07)
                for _, cls in inspect.getmembers(m, inspect.isclass)
                if issubclass(cls, Explorer) and cls.__module__ == m.__name__]
-    assert len(classes) == 7
+    assert len(classes) == 8
     for cls in classes:
         kwargs = {"rate": 1e9} if "rate" in inspect.signature(cls).parameters else {}
         with pytest.raises(ValueError, match="lang must be 'zh' or 'en'; got 'fr'"):
