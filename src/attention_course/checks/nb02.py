@@ -251,7 +251,7 @@ def check_cross_attention_weights(learner, *, lang: str | None = None) -> None:
         learner, _cross_weights, _cross_cases(), lang=lang,
         name={"zh": "交叉注意力权重", "en": "cross-attention weights"},
         hint={"zh": "查询来自提问的句子 X_query（用 W_Q），键来自被看的句子 X_source（用 W_K）；"
-                    "分数要除以 √d_k，d_k 是键的宽度；每个查询在自己那一行上做 softmax。结果有 L 行、"
+                    "分数要除以 √d_k，d_k 是键的维度；每个查询在自己那一行上做 softmax。结果有 L 行、"
                     "S 列。库里的 softmax 会先减去每行最大值，分数很大时也不会溢出。",
               "en": "the queries come from the asking sentence X_query (with W_Q), the keys from the "
                     "sentence looked at, X_source (with W_K); divide the scores by √d_k, d_k being "

@@ -30,7 +30,7 @@ def _normal(seed, *shape, dtype=np.float64):
 CONTRIBUTIONS_NAME = _label("练习 1（每个头对输出的贡献）", "Exercise 1 (each head's share of the output)")
 CONTRIBUTIONS_HINT = _label(
     "拼接后的向量里，头 i 占第 i 段（d_v 个数）。乘 W_O 时，这一段只会碰到 W_O 里对应的那几**行**。"
-    "每个头的贡献都已经是 d_model 宽；把 h 份贡献加起来，应该正好等于拼接再乘 W_O 的结果。",
+    "每个头的贡献都已经是 d_model 维；把 h 份贡献加起来，应该正好等于拼接再乘 W_O 的结果。",
     "In the concatenated vector, head i owns segment i (d_v numbers). Multiplied by W_O, that "
     "segment meets only the matching **rows** of W_O. Every head's contribution is already d_model "
     "wide; the h contributions added up must give exactly the concatenation multiplied by W_O.",
@@ -108,7 +108,7 @@ def check_head_contributions(fn, lang=None) -> None:
 GROUPED_NAME = _label("练习 2（分组查询注意力）", "Exercise 2 (grouped-query attention)")
 GROUPED_HINT = _label(
     "h 个查询头按顺序分成 G 组，每组 h/G 个：头 0 到 h/G − 1 共用第 0 个键/值头，接下来的 h/G 个共用第 1 个，"
-    "依此类推（不是轮流分配）。每个查询头自己做一次完整的缩放点积注意力，缩放用每个头的宽度 d_k。",
+    "依此类推（不是轮流分配）。每个查询头自己做一次完整的缩放点积注意力，缩放用每个头的维度 d_k。",
     "The h query heads form G groups of h/G, in order: heads 0 to h/G − 1 share key/value head 0, "
     "the next h/G share head 1, and so on (not dealt out in turn). Every query head does a whole "
     "scaled dot-product attention of its own, scaled by the width d_k of one head.",
@@ -146,7 +146,7 @@ def _grouped_variants(q, k, v):
             "The scores are not divided by √d_k: every query head's attention is scaled as a "
             "single head's is.")),
         (lambda: grouped_query_attention(q, k, v, scale=float(1 / np.sqrt(q.shape[-1] * h))), _label(
-            "缩放用了所有头加起来的宽度：要用一个头的宽度 d_k。",
+            "缩放用了所有头加起来的维度：要用一个头的维度 d_k。",
             "The scale uses the width of all heads together: use the width of one head, d_k.")),
     ]
 
@@ -197,8 +197,8 @@ PARAMETERS_NAME = _label("练习 3（分组查询注意力层的参数个数）"
                          "Exercise 3 (the parameters of a grouped-query layer)")
 PARAMETERS_HINT = _label(
     "数四个投影：W_Q 和 W_O 和多头注意力一样大；W_K 和 W_V 只为 G 个键/值头投影，"
-    "每个键/值头和一个查询头一样宽（d_k）。"
-    "带偏置时，每个投影的偏置和它的输出一样宽。",
+    "每个键/值头的维度和一个查询头一样（d_k）。"
+    "带偏置时，每个投影的偏置和它的输出维度相同。",
     "Count four projections: W_Q and W_O are as large as in multi-head attention; W_K and W_V "
     "project only for the G key/value heads, each as wide as one query head (d_k). With biases, each "
     "projection's bias is as wide as its output.",
@@ -220,7 +220,7 @@ def _parameters_variants(d, h, G, bias=True):
             "You counted plain multi-head attention (G = h): W_K and W_V only project for the G "
             "key/value heads.")),
         (lambda: 2 * d * d + 2 * d * G * d + b * (2 * d + 2 * G * d), _label(
-            "W_K 和 W_V 的宽度算成了 G·d_model：每个键/值头只有一个头的宽度 d_k = d_model/h。",
+            "W_K 和 W_V 的维度算成了 G·d_model：每个键/值头只有一个头的维度 d_k = d_model/h。",
             "You made W_K and W_V G·d_model wide: each key/value head is one head wide, "
             "d_k = d_model/h.")),
         (lambda: d * d + 2 * d * kv + b * (d + 2 * kv), _label(
@@ -229,7 +229,7 @@ def _parameters_variants(d, h, G, bias=True):
         (lambda: 2 * d * d + 2 * d * kv + (d + 2 * kv + d), _label(
             "bias=False 时不该有偏置。", "With bias=False there are no biases.")),
         (lambda: 2 * d * d + 2 * d * kv + b * 4 * d, _label(
-            "偏置数错了：W_K 和 W_V 的偏置只有 G·d_k 宽，不是 d_model。",
+            "偏置数错了：W_K 和 W_V 的偏置只有 G·d_k 维，不是 d_model 维。",
             "The biases are miscounted: those of W_K and W_V are only G·d_k wide, not d_model.")),
         (lambda: d * d + 3 * d * kv + b * (d + 3 * kv), _label(
             "W_Q 也按 G 个头算了：查询头还是 h 个，W_Q 和多头注意力里一样大。",

@@ -111,6 +111,7 @@ class HeadExplorer(Explorer):
         ):
             plots.heatmap(matrix, tokens, tokens, ax=ax, title=title, vmax=1.0, fmt="{:.2f}",
                           annotate=len(tokens) <= 10, xlabel=text["key"], ylabel=text["query"])
+            ax.tick_params(axis="x", labelsize=8)      # upright Chinese words must not run together
         fig.suptitle(text["suptitle"].format(H=H, D=data["head_dim"], E=D_MODEL,
                                              n=data["num_parameters"]))
         fig.tight_layout()
