@@ -3,7 +3,8 @@
 Run by ``make test-classroom`` (as root, after ``classroom/install.sh``), with the classroom
 environment's Python. What happens, every step through the hub:
 
-1. throwaway Unix users: an instructor and four students (``useradd``, names ``clsXXXX-<role>``);
+1. throwaway Unix users: an instructor and four or five students (``useradd``, names
+   ``clsXXXX-<role>``);
    the hub starts from ``classroom/jupyterhub_config.py`` on free loopback ports;
 2. everyone logs in through the hub's login form and makes a token with that session; the five
    servers start at once through the hub's REST API, each as its own Unix user;
@@ -14,7 +15,10 @@ environment's Python. What happens, every step through the hub:
 4. each student, in their own kernel, runs ``nbgrader fetch_assignment``, edits the notebook as a
    learner would, and runs ``nbgrader submit``: ``right`` the instructor's solutions (en), ``wrong``
    a classic mistake in exercise 1 (zh), ``blank`` the copy as fetched (en), ``tamper`` the same
-   answers as ``wrong`` with exercise 1's locked check cell replaced by ``pass`` (zh);
+   answers as ``wrong`` with exercise 1's locked check cell replaced by ``pass`` (zh); and, where
+   Chromium and Playwright are installed (``.ci/run`` installs them; required when ``CI`` is set),
+   ``browser`` in headless Chromium (``browser_student.py``): fetch and submit from JupyterLab's
+   Assignments tab after running the notebook and moving a slider (en, stubs left: 0/4);
 5. the instructor collects, autogrades, generates and releases feedback, exports the CSV; every
    student fetches their feedback;
 6. what one student can and cannot reach of another's: servers (token and browser cookie), the
@@ -34,6 +38,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import signal
@@ -46,13 +51,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hub_client import ROOT, VENV, Hub, Learner, Users, new_prefix, parallel, require_root  # noqa: E402
+from hub_client import HERE, ROOT, VENV, Hub, Learner, Users, new_prefix, parallel, require_root  # noqa: E402
 
 NOTEBOOK = "01_library_analogy"
 COURSE_ID = "attention_course"
 MARKER = ".made-by-test-classroom"
 
 RESULTS: list[tuple[bool, str]] = []
+SKIPPED: list[str] = []
 
 
 def check(ok: bool, name: str, detail: str = "") -> bool:
@@ -95,7 +101,20 @@ def answers(lang: str) -> dict[str, dict[str, str]]:
             "tamper": dict(wrong, **{"nb01-ex1-check": "pass  # checked by me\n"})}
 
 
-STUDENT_LANG = {"right": "en", "wrong": "zh", "blank": "en", "tamper": "zh"}
+STUDENT_LANG = {"right": "en", "wrong": "zh", "blank": "en", "tamper": "zh", "browser": "en"}
+EXPECT = {"right": 4, "wrong": 3, "blank": 0, "tamper": 3, "browser": 0}
+BROWSER_PYTHON = ROOT / ".venv" / "bin" / "python"   # the course's dev environment has Playwright
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def browser_missing() -> str | None:
+    """Why the browser student cannot run here, or None."""
+    if not CHROMIUM.exists():
+        return f"no {CHROMIUM} (bash .ci/browser_setup.sh installs it)"
+    probe = [str(BROWSER_PYTHON), "-c", "import playwright.sync_api"]
+    if not BROWSER_PYTHON.exists() or subprocess.run(probe, capture_output=True).returncode:
+        return f"no Playwright in {BROWSER_PYTHON.parent.parent.name}/ (make setup with requirements-dev.txt)"
+    return None
 
 
 def run_nbgrader(args: list[str]) -> str:
@@ -194,9 +213,18 @@ def main() -> int:
         teacher = users.add("teach")
         shutil.chown(course_exchange, teacher, teacher)   # the instructor's release makes its folders
         roles = ["right", "wrong", "blank", "tamper"]
+        why_not = browser_missing()
+        if why_not and os.environ.get("CI"):
+            check(False, f"the browser student can run: {why_not}")
+        elif why_not:
+            print(f"SKIP  the browser student: {why_not}")
+            SKIPPED.append("browser")
+        else:
+            roles.append("browser")
         student = {role: users.add(role) for role in roles}
         clone = clone_course(Path(f"/home/{teacher}"), teacher)
         print(f"users: {teacher} (instructor), {', '.join(student.values())}; exchange {exchange}")
+        shots = Path(os.environ.get("CLASSROOM_SHOTS", ROOT / "build" / "classroom"))
 
         hub = Hub(teacher, list(student.values()))
         t = hub.start()
@@ -287,15 +315,40 @@ def main() -> int:
                     raise RuntimeError(f"{role}: {err}\n{''.join(log)[-2000:]}")
             return "".join(log)
 
+        def do_browser(role):
+            r = subprocess.run([str(BROWSER_PYTHON), str(HERE / "browser_student.py"), "--hub", hub.url,
+                                "--user", student[role], "--password", hub.student_password,
+                                "--lang", STUDENT_LANG[role], "--shots", str(shots)],
+                               capture_output=True, text=True, timeout=600)
+            lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                return {"ok": False, "error": r.stdout[-1000:] + r.stderr[-2000:]}
+            return json.loads(lines[-1])
+
         t0 = time.monotonic()
-        done = parallel(do_student, roles)
-        errors = [str(r) for r in done if isinstance(r, Exception)]
-        check(not errors, f"four students fetch, answer and submit in their own servers"
-              f" ({time.monotonic() - t0:.1f} s)", "\n".join(errors))
+        kernel_roles = [r for r in roles if r != "browser"]
+        done = parallel(lambda r: do_browser(r) if r == "browser" else do_student(r), roles)
+        errors = [str(r) for role, r in zip(roles, done, strict=True)
+                  if role != "browser" and isinstance(r, Exception)]
+        check(not errors, f"{len(kernel_roles)} students fetch, answer and submit through their own"
+              f" servers' kernels ({time.monotonic() - t0:.1f} s)", "\n".join(errors))
+        if "browser" in roles:
+            b_result = done[roles.index("browser")]
+            ok = isinstance(b_result, dict) and b_result.get("ok")
+            check(ok, "in headless Chromium, a student logs in through the hub, fetches from the Assignments"
+                  " tab, runs notebook 01, moves a slider (the kernel redraws the figure), saves and"
+                  f" submits from the Assignments tab (screenshots in {shots})", json.dumps(
+                      b_result if isinstance(b_result, dict) else str(b_result), ensure_ascii=False)[-2000:])
         inbound = course_exchange / "inbound"
         owners = {p.name.split("+")[0]: p.owner() for p in inbound.iterdir()}
         check(owners == {s: s for s in student.values()},
               "each submission in the exchange is owned by the student who made it", str(owners))
+        if "browser" in roles:
+            sub = next(p for p in inbound.iterdir() if p.name.startswith(student["browser"] + "+"))
+            cells = json.loads((sub / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8"))["cells"]
+            ran = sum(1 for c in cells if c["cell_type"] == "code" and c.get("execution_count"))
+            check(ran >= 10, f"the browser's submission is the notebook it ran and saved ({ran} code cells"
+                  " with outputs)")
 
         # --- instructor: collect, autograde, feedback, export -------------------------------
         pairs = [(student[r], STUDENT_LANG[r]) for r in roles]
@@ -326,7 +379,7 @@ def main() -> int:
                      " releases feedback, and exports the CSV", out[-3000:] + str(err)):
             raise RuntimeError("grading failed")
         scores = result["scores"]
-        expect = {"right": 4, "wrong": 3, "blank": 0, "tamper": 3}
+        expect = EXPECT
         for role in roles:
             got = scores[student[role]]
             check(got == [expect[role], 4], f"{role} ({STUDENT_LANG[role]}) scores {expect[role]}/4",
@@ -422,7 +475,7 @@ def main() -> int:
 
     passed = sum(ok for ok, _ in RESULTS)
     failed = len(RESULTS) - passed
-    print(f"{passed} passed, {failed} failed")
+    print(f"{passed} passed, {failed} failed" + (f", {len(SKIPPED)} skipped" if SKIPPED else ""))
     return 1 if failed else 0
 
 
