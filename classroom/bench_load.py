@@ -95,7 +95,7 @@ def one_minute(uptime_line: str) -> str:
     return uptime_line.split("load average:")[-1].strip().split(",")[0]
 
 
-def one_round(n: int) -> dict:
+def one_round(n: int, cells: dict[str, list[str]]) -> dict:
     users = Users(new_prefix("bch"))
     hub = None
     learners = []
@@ -109,7 +109,6 @@ def one_round(n: int) -> dict:
             dest = Path(f"/home/{name}") / NOTEBOOK
             shutil.copy2(ROOT / "notebooks" / lang / NOTEBOOK, dest)
             shutil.chown(dest, name, name)
-        cells = {lang: code_cells(lang) for lang in ("zh", "en")}
         load_before = uptime()
         baseline = used_bytes()
         hub = Hub(teacher, names)
@@ -145,6 +144,7 @@ def one_round(n: int) -> dict:
             n=n, failures=failures,
             all_ready_s=max(ready_at.values()) if len(ready_at) == n else None,
             all_done_s=max(done_at.values()) if len(done_at) == n else None,
+            executed=len(done_at), last_executed_s=max(done_at.values()) if done_at else None,
             peak_machine_gib=(sampler.peak_used - baseline) / GIB,
             peak_students_pss_gib=sampler.peak_pss / GIB,
             per_student_mib=sampler.peak_pss / n / 2 ** 20,
@@ -169,11 +169,13 @@ def main() -> int:
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, {psutil.virtual_memory().total / GIB:.1f} GiB; notebook 01, zh and en"
           " alternating", flush=True)
+    # Read once, next to the library install.sh just made: notebook and library of the same moment.
+    cells = {lang: code_cells(lang) for lang in ("zh", "en")}
     rows = []
     for n in args.students:
         free = psutil.virtual_memory().available / GIB
         print(f"\n--- {n} students (machine has {free:.1f} GiB available)", flush=True)
-        row = one_round(n)
+        row = one_round(n, cells)
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
         if row["failures"] and len(row["failures"]) == n:
@@ -183,7 +185,9 @@ def main() -> int:
           " students' PSS at peak | per student | failures | load (uptime) before → after |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['n']} | {seconds(r['all_ready_s'])} | {seconds(r['all_done_s'])}"
+        executed = (seconds(r["all_done_s"]) if r["executed"] == r["n"]
+                    else f"{r['executed']} of {r['n']}, last at {seconds(r['last_executed_s'])}")
+        print(f"| {r['n']} | {seconds(r['all_ready_s'])} | {executed}"
               f" | {r['peak_machine_gib']:.1f} GiB | {r['peak_students_pss_gib']:.1f} GiB"
               f" | {r['per_student_mib']:.0f} MiB | {len(r['failures'])}"
               f" | {one_minute(r['load_before'])} → {one_minute(r['load_after'])} |")

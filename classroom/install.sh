@@ -67,6 +67,22 @@ if [ ! -x "$PREFIX/node/bin/configurable-http-proxy" ]; then
 fi
 ln -sf "$PREFIX/node/bin/configurable-http-proxy" "$VENV/bin/configurable-http-proxy"
 
+# nbgrader and alembic (which nbgrader runs by name) on every user's PATH, for logins outside the
+# hub too (the hub's servers get the whole bin/ first on PATH from jupyterhub_config.py). Links
+# only: the environment's python and pip do not shadow the system's. A command of that name that is
+# not ours is left alone, with a warning.
+for cmd in nbgrader alembic; do
+    link="/usr/local/bin/$cmd"
+    if [ -e "$link" ] || [ -L "$link" ]; then
+        case "$(readlink "$link")" in
+            "$PREFIX"/*) ln -sfn "$VENV/bin/$cmd" "$link" ;;
+            *) echo "install: $link exists and is not this environment's; left as it is" >&2 ;;
+        esac
+    else
+        ln -s "$VENV/bin/$cmd" "$link"
+    fi
+done
+
 # Course-wide nbgrader settings, read by everyone's nbgrader from <venv>/etc/jupyter/: the
 # repository's nbgrader_config.py (course id, exchange, grading) and the classroom's file on top.
 # Only settings: the instructor notebooks (with the solutions) stay in the instructor's home.

@@ -262,6 +262,11 @@ def main() -> int:
         check(all(not isinstance(r, Exception) and r[0].strip() == n
                   for n, r in zip(everyone, whoami, strict=True)),
               "each server's kernel runs as its own Unix user", str(whoami))
+        which = subprocess.run(["runuser", "-l", student["blank"], "-c", "command -v nbgrader alembic"],
+                               capture_output=True, text=True)
+        check(which.returncode == 0 and len(which.stdout.split()) == 2,
+              "nbgrader and alembic are on a student's PATH in a login shell outside the hub too",
+              which.stdout + which.stderr)
 
         # --- one student cannot reach another's server --------------------------------------
         a, b = learners[student["right"]], learners[student["wrong"]]
