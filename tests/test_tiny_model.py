@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from attention_course import tasks
+from attention_course import checks, tasks
 from attention_course.gradcheck import numerical_gradient, relative_error
 from attention_course.progress import ProgressLine
 from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, train
@@ -128,7 +128,7 @@ def test_bad_arguments_are_named():
 
 
 def test_progress_line_counts_without_writing_to_stderr(capsys):
-    with ProgressLine(10, "run", every=5) as bar:
+    with ProgressLine(10, "run", every=5, lang="en") as bar:
         for step in range(1, 11):
             bar.update(step, loss=1.0 / step)
     assert bar.text.startswith("run ") and "10/10" in bar.text and "loss 0.100" in bar.text
@@ -138,3 +138,16 @@ def test_progress_line_counts_without_writing_to_stderr(capsys):
     with silent:
         silent.update(2)
     assert "2/4" in silent.text
+
+
+def test_progress_line_speaks_the_notebook_language():
+    line = ProgressLine(4, "训练", enabled=False, lang="zh")
+    with line:
+        line.update(4, loss=0.5)
+    assert "损失 0.500" in line.text and " 秒" in line.text and "loss" not in line.text
+    checks.set_language("zh")
+    try:
+        assert ProgressLine(4, enabled=False).words == ProgressLine(4, enabled=False, lang="zh").words
+    finally:
+        checks.set_language("en")
+    assert "loss" in ProgressLine(4, enabled=False).words.values()

@@ -13,6 +13,9 @@ __all__ = ["ProgressLine"]
 
 _WIDTH = 24
 
+# The words of the line, in the notebook's language (a Chinese notebook prints no English words).
+_WORDS = {"zh": {"seconds": "秒", "loss": "损失"}, "en": {"seconds": "s", "loss": "loss"}}
+
 
 def _bar(done: int, total: int) -> str:
     filled = round(_WIDTH * done / total) if total else _WIDTH
@@ -32,6 +35,9 @@ class ProgressLine:
         Redraw once every ``every`` steps (and at the end), so that drawing costs nothing.
     enabled : bool
         False: show nothing (tests, benchmarks).
+    lang : {"zh", "en"}, optional
+        Language of the words on the line; by default the session's language, the one the
+        notebook sets with ``checks.set_language``.
 
     Attributes
     ----------
@@ -40,7 +46,10 @@ class ProgressLine:
     """
 
     def __init__(self, total: int, label: str = "", *, every: int | None = None,
-                 enabled: bool = True):
+                 enabled: bool = True, lang: str | None = None):
+        from .checks._core import get_language
+
+        self.words = _WORDS[get_language(lang)]
         self.total = int(total)
         self.label = label
         self.every = every or max(1, self.total // 20)
@@ -51,8 +60,10 @@ class ProgressLine:
 
     def _render(self, done: int, loss: float | None) -> str:
         seconds = time.perf_counter() - self._start
-        tail = f"  loss {loss:.3f}" if loss is not None else ""
-        return f"{self.label} {_bar(done, self.total)} {done}/{self.total}  {seconds:.1f} s{tail}"
+        w = self.words
+        tail = f"  {w['loss']} {loss:.3f}" if loss is not None else ""
+        bar = f"{_bar(done, self.total)} {done}/{self.total}"
+        return f"{self.label} {bar}  {seconds:.1f} {w['seconds']}{tail}"
 
     def __enter__(self) -> ProgressLine:
         self._start = time.perf_counter()
