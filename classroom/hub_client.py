@@ -286,8 +286,13 @@ def parallel(fn, items, workers: int | None = None) -> list:
             return fn(item)
         except Exception as e:  # noqa: BLE001 (reported by the caller, per user)
             return e
-    with ThreadPoolExecutor(max_workers=workers or max(1, len(items))) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers or max(1, len(items)))
+    try:
         return list(pool.map(guarded, items))
+    finally:
+        # On an interrupt, do not wait for the workers: the caller's clean-up stops the hub, and
+        # their connections then fail.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def require_root() -> None:

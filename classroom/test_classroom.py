@@ -188,6 +188,7 @@ def main() -> int:
     made_exchange = False
     course_exchange = exchange / COURSE_ID
     learners: dict[str, Learner] = {}
+    children: list[subprocess.Popen] = []   # the browser student's driver and its Chromium
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -321,13 +322,20 @@ def main() -> int:
             return "".join(log)
 
         def do_browser(role):
-            r = subprocess.run([str(BROWSER_PYTHON), str(HERE / "browser_student.py"), "--hub", hub.url,
-                                "--user", student[role], "--password", hub.student_password,
-                                "--lang", STUDENT_LANG[role], "--shots", str(shots)],
-                               capture_output=True, text=True, timeout=600)
-            lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+            proc = subprocess.Popen([str(BROWSER_PYTHON), str(HERE / "browser_student.py"), "--hub", hub.url,
+                                     "--user", student[role], "--password", hub.student_password,
+                                     "--lang", STUDENT_LANG[role], "--shots", str(shots)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            children.append(proc)
+            try:
+                stdout, stderr = proc.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, stderr = proc.communicate()
+            lines = [line for line in stdout.splitlines() if line.startswith("{")]
             if not lines:
-                return {"ok": False, "error": r.stdout[-1000:] + r.stderr[-2000:]}
+                return {"ok": False, "error": stdout[-1000:] + stderr[-2000:]}
             return json.loads(lines[-1])
 
         t0 = time.monotonic()
@@ -461,6 +469,12 @@ def main() -> int:
         if hub is not None:
             print("--- hub log (last lines) ---\n" + hub.log_tail(), file=sys.stderr)
     finally:
+        for proc in children:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         for learner in learners.values():
             learner.close()
         if hub is not None:
