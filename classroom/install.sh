@@ -6,7 +6,7 @@
 #   sudo bash classroom/install.sh            # PREFIX defaults to /opt/attention-classroom
 #
 # The environment is built from a Python every user can run (/usr/bin/python3 unless PYTHON says
-# otherwise): a venv made from a Python under a mode-700 home (pyenv in /root, conda in ~) starts
+# otherwise): a venv made from a Python under a mode-700 home (pyenv or conda in a home) starts
 # for root only, and every student's server would fail to start. Quick when already installed:
 # pip and npm only check what is there.
 set -euo pipefail

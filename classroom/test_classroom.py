@@ -356,6 +356,10 @@ def main() -> int:
         owners = {p.name.split("+")[0]: p.owner() for p in inbound.iterdir()}
         check(owners == {s: s for s in student.values()},
               "each submission in the exchange is owned by the student who made it", str(owners))
+        names = [p.name.split("+") for p in inbound.iterdir()]
+        check(all(len(n) == 4 and len(n[3]) >= 12 for n in names),
+              "each submission's folder name ends in a random string (student+assignment+time+random)",
+              str(names))
         if "browser" in roles:
             sub = next(p for p in inbound.iterdir() if p.name.startswith(student["browser"] + "+"))
             cells = json.loads((sub / f"{NOTEBOOK}.ipynb").read_text(encoding="utf-8"))["cells"]
