@@ -492,3 +492,24 @@ def test_small_blocks_of_several_heads_give_the_same_numbers(is_causal):
     qt = np.swapaxes(np.swapaxes(q, 0, 1).copy(), 0, 1)
     assert fast._Job(qt, k, v, None, is_causal, 0.25, (2, 4), 16, 2).group == 1
     assert_matches_direct(qt, k, v, is_causal=is_causal, num_threads=2, block_q=16)
+
+
+def test_blas_runs_on_one_thread_inside_the_blocks(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import attention_course.fast as fast
+
+    seen = []
+    original = fast._Job.block
+
+    def watching(self, *args):
+        seen.append([i["num_threads"] for i in threadpoolctl.threadpool_info()
+                     if i["user_api"] == "blas"])
+        return original(self, *args)
+
+    monkeypatch.setattr(fast._Job, "block", watching)
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    q = np.random.default_rng(15).normal(size=(4, 64, 16)).astype(np.float32)
+    fast_attention(q, q, q, num_threads=2, block_q=16)
+    assert seen and all(counts == [1] * len(before) for counts in seen)
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas"] == before

@@ -14,6 +14,7 @@ import math
 import os
 import queue
 import threading
+import time
 from collections import deque
 from contextlib import nullcontext
 
@@ -37,8 +38,39 @@ SMALL_PROBLEM = 1 << 16
 # blocks also make each matrix product bigger, and BLAS runs big products closer to its peak.
 BLOCK_BYTES = 2 << 20
 MAX_BLOCK_Q = 256
+# After a job, a helper thread keeps asking for the next one for this long before it sleeps
+# (waking a sleeping thread takes a while on a busy machine); the caller waits for its helpers
+# the same way.
+SPIN_S = 0.002
 
-_controller = None
+_blas_libraries = None
+
+
+class _BlasOneThread:
+    """Context manager: the BLAS libraries held to one thread, their counts restored after.
+
+    threadpoolctl's own ``limit`` does the same with more bookkeeping (about 10 µs a call,
+    which counts at n = 256); here it is two calls into each library.
+    """
+
+    __slots__ = ("libraries", "before")
+
+    def __init__(self, libraries):
+        self.libraries = libraries
+        self.before = ()
+
+    def __enter__(self):
+        self.before = [lib.get_num_threads() for lib in self.libraries]
+        for lib, n in zip(self.libraries, self.before, strict=True):
+            if n is not None and n != 1:
+                lib.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc_info):
+        for lib, n in zip(self.libraries, self.before, strict=True):
+            if n is not None and n != 1:
+                lib.set_num_threads(n)
+        return False
 
 
 def _blas_single_thread():
@@ -48,13 +80,14 @@ def _blas_single_thread():
     original count from there can fail and leave the whole process on one thread. A call
     made from another thread therefore leaves BLAS as it is (correct, possibly slower).
     """
-    global _controller
+    global _blas_libraries
     if ThreadpoolController is None or threading.current_thread() is not threading.main_thread():
         return nullcontext()
-    if _controller is None:
+    if _blas_libraries is None:
         # Finding the loaded BLAS libraries takes ~0.3 ms: once per process is enough.
-        _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+        _blas_libraries = [lib for lib in ThreadpoolController().lib_controllers
+                           if lib.user_api == "blas"]
+    return _BlasOneThread(_blas_libraries)
 
 
 def available_cpus() -> int:
@@ -166,7 +199,9 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
        dropped before any score is computed: padding costs nothing.
     6. **Threads.** NumPy's element-wise functions run on one core, so the blocks are shared
        out to one thread per core. The helper threads are started once and then wait for
-       work (starting threads costs more than a whole call at n = 256). NumPy releases the GIL
+       work (starting threads costs more than a whole call at n = 256); for 2 ms after a job
+       they keep asking for the next one before they sleep, as BLAS and OpenMP threads do,
+       because waking a sleeping thread is slow on a busy machine. NumPy releases the GIL
        inside its loops, so the threads really run side by side; BLAS is held to one thread
        (threadpoolctl), or its threads and ours would fight over the same cores. When blocks
        are small, one block takes several heads at once: each call into NumPy holds the GIL
@@ -252,7 +287,7 @@ def _run_with_helpers(job, todo, n_helpers):
             else:
                 ticket.cancelled = True
     for _ in range(started):                     # every helper that started is done with it
-        failed = done.get()
+        failed = _poll(done, SPIN_S)
         error = error or failed
     if error is not None:
         raise error
@@ -288,10 +323,22 @@ class _Helpers:
             return self._inboxes[:n]
 
 
+def _poll(q, seconds):
+    """An item of queue q, waiting for it first by yielding the core, then by sleeping."""
+    deadline = time.perf_counter() + seconds
+    while True:
+        try:
+            return q.get_nowait()
+        except queue.Empty:
+            if time.perf_counter() > deadline:
+                return q.get()
+            time.sleep(0)          # yields the core (and the GIL) but stays ready to run
+
+
 def _serve(inbox):
     """A helper thread's life: run the blocks of each job it is handed, report, wait again."""
     while True:
-        job, todo, ticket, done = inbox.get()
+        job, todo, ticket, done = _poll(inbox, SPIN_S)
         with ticket.lock:
             if ticket.cancelled:
                 continue
@@ -328,7 +375,6 @@ class _Job:
         L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
         self.max_keys_hint = S
         dt = q.dtype
-        self.out = np.zeros(batch + (L, Ev), dtype=dt)
         self.is_causal, self.bq = is_causal, bq
         self.neg_inf, self.log2e = dt.type(-np.inf), dt.type(LOG2E)
         limit = float(np.finfo(dt).max) / 4
@@ -369,6 +415,10 @@ class _Job:
         if S == 0 or Ev == 0:
             check_finite(q=q, k=k, v=v)
             heads = []
+        # Blocks write every row of their heads (a row that sees no key: zeros); other heads
+        # must start at zero.
+        every_head = len(heads) == math.prod(batch)
+        self.out = (np.empty if every_head else np.zeros)(batch + (L, Ev), dtype=dt)
         self.group = 1
         if heads and self.keys is None and not self.masked:
             self._group_heads(q, k, v, batch, len(heads) * -(-L // bq), threads)
