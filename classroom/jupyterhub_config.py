@@ -63,6 +63,14 @@ if students is None:
     students = open(roster, encoding="utf-8").read() if os.path.exists(roster) else ""
 students = {name for name in students.replace(",", " ").split() if not name.startswith("#")}
 
+for var, least in (("CLASSROOM_STUDENT_PASSWORD", 8), ("CLASSROOM_ADMIN_PASSWORD", 32)):
+    if len(env(var) or "") < least:
+        raise SystemExit(f"jupyterhub_config.py: set {var} to a password of at least {least} characters"
+                         f" (got {len(env(var) or '')}); see the table at the top of this file")
+if not students:
+    raise SystemExit("jupyterhub_config.py: no students: set CLASSROOM_STUDENTS, or list them in"
+                     f" {env('CLASSROOM_ROSTER', os.path.join(STATE, 'students.txt'))}, one name per line")
+
 c.JupyterHub.authenticator_class = "shared-password"
 c.SharedPasswordAuthenticator.user_password = env("CLASSROOM_STUDENT_PASSWORD")
 c.SharedPasswordAuthenticator.admin_password = env("CLASSROOM_ADMIN_PASSWORD")
