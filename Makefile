@@ -77,8 +77,9 @@ test-browser: $(DEV_STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:xdist
 
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
-## and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and four
-## throwaway student users release, fetch, submit, grade and return notebook 01 through the hub.
+## and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and five
+## throwaway student users (one in headless Chromium) release, fetch, submit, grade and return
+## notebook 01 through the hub. Guide: classroom/README.md.
 ## make bench-classroom (root, not in CI): 10, 20, 30 students at once, each running notebook 01.
 CLASSROOM_PY := /opt/attention-classroom/venv/bin/python
 .PHONY: test-classroom bench-classroom
