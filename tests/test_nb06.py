@@ -1,6 +1,8 @@
-"""Notebook 06: its exercise checks accept the solution, refuse the stub and typical slips, and
-its widget's projections follow the controls."""
+"""Notebook 06: its exercise checks accept the solution and other correct answers, refuse the stub,
+the classic slips and the forbidden library functions, and its widget's projections follow the
+controls."""
 
+import linecache
 import math
 
 import numpy as np
@@ -9,33 +11,57 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
-from attention_course import attention_flops, max_length_for_memory, sliding_window_mask
+import attention_course
+from attention_course import (
+    attend_one,
+    attention_flops,
+    causal_mask,
+    max_length_for_memory,
+    merge_softmax_states,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+    softmax,
+    softmax_state,
+)
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb06 as nb06_checks
 from attention_course.widgets import nb06
-from notebook_tools import failure, load_solutions, stub
+from notebook_tools import failure, load_solutions, solution_cells, stub
 
 NAME = "06_quadratic_cost.ipynb"
 GIB = 2**30
 
 
-@pytest.fixture(scope="module")
-def solutions():
-    return load_solutions(NAME)
+def load_with_source(lang):
+    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
+    namespace = {"np": np, "attention_course": attention_course}
+    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
+    before = set(namespace)
+    for i, src in enumerate(solution_cells(lang, NAME)):
+        filename = f"<{lang}/{NAME}: solution {i}>"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        exec(compile(src, filename, "exec"), namespace)
+    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
+
+
+@pytest.fixture(scope="module", params=["en", "zh"])
+def solutions(request):
+    return load_with_source(request.param)
 
 
 # --------------------------------------------------------------------------- every check
 CHECKS = [
-    ("predicted_flops", nb06_checks.check_predicted_flops),
-    ("score_memory_bytes", nb06_checks.check_score_memory),
+    ("attend_new_token", nb06_checks.check_attend_new_token),
+    ("merge_states", nb06_checks.check_merge_states),
     ("longest_sequence", nb06_checks.check_longest_sequence),
     ("window_mask", nb06_checks.check_window_mask),
 ]
 
 
 @pytest.mark.parametrize(("name", "check"), CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_passes_on_the_notebook_solution(solutions, name, check, capsys):
-    check(solutions[name])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_check_passes_on_the_notebook_solution(solutions, name, check, lang, capsys):
+    check(solutions[name], lang=lang)
     out = capsys.readouterr().out
     assert out.startswith("✓") and out.count("\n") == 1
 
@@ -57,69 +83,190 @@ def test_both_editions_hold_the_same_solutions():
     assert set(en) == set(zh) == {name for name, _ in CHECKS}
 
 
-# --------------------------------------------------------------------------- exercise 1
-def test_flops_catches_forgetting_the_second_product():
-    msg = failure(nb06_checks.check_predicted_flops, lambda L, S, d: 2 * L * S * d)
-    assert "L = S = 1024, d = 64" in msg and "268435456" in msg and "134217728" in msg
-    assert "weights @ V" in msg
+# --------------------------------------------------------------------------- exercise 1: KV cache
+def new_token_float32(q, K, V):
+    q, K, V = (np.asarray(a, np.float32) for a in (q, K, V))
+    s = K @ q * np.float32(1 / np.sqrt(q.shape[-1]))
+    return softmax(s) @ V                                  # the library's softmax is allowed
 
 
-def test_flops_catches_counting_a_multiply_add_as_one():
-    msg = failure(nb06_checks.check_predicted_flops, lambda L, S, d: L * S * d)
-    assert "L = S = 1024, d = 64" in msg
+def new_token_einsum_list(q, K, V):
+    s = np.einsum("d,td->t", q, K) / math.sqrt(len(q))
+    w = np.exp(s - s.max())
+    return list(np.einsum("t,tv->v", w / w.sum(), V))     # a list
 
 
-def test_flops_catches_squaring_L_when_there_are_S_keys():
-    msg = failure(nb06_checks.check_predicted_flops, lambda L, S, d: 4 * L * L * d)
-    assert "L = 3 queries, S = 5 keys" in msg
+def new_token_loop(q, K, V):
+    scores = [float(np.dot(q, k)) / math.sqrt(len(q)) for k in K]
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    total = sum(weights)
+    return sum(w / total * v for w, v in zip(weights, V, strict=True))
 
 
-def test_flops_message_speaks_chinese():
-    msg = failure(nb06_checks.check_predicted_flops, lambda L, S, d: 2 * L * S * d, lang="zh")
-    assert "注意力的运算量 未通过" in msg and "提示" in msg
+@pytest.mark.parametrize("answer", [new_token_float32, new_token_einsum_list, new_token_loop])
+def test_kv_check_passes_other_correct_answers(answer, capsys):
+    nb06_checks.check_attend_new_token(answer, lang="en")
+    assert "all 6 cases pass" in capsys.readouterr().out
 
 
-@settings(max_examples=30, deadline=None)
-@given(k=st.integers(1, 3), scale=st.sampled_from([1, 2, 3, 8]))
-def test_flops_refuses_any_other_constant(k, scale):
-    # 4 is the only constant that passes: a multiple of L·S·d with any other factor fails.
-    factor = k * scale
-    if factor == 4:
-        return
-    with pytest.raises(CheckFailed):
-        nb06_checks.check_predicted_flops(lambda L, S, d: factor * L * S * d)
+def _weights(s):
+    w = np.exp(s - s.max())
+    return w / w.sum()
 
 
-# --------------------------------------------------------------------------- exercise 2
-def test_memory_catches_forgetting_the_heads():
-    msg = failure(nb06_checks.check_score_memory,
-                  lambda n, heads, batch, dtype: batch * n * n * np.dtype(dtype).itemsize)
-    assert "n = 1024, 8 heads, batch 1, float32" in msg and "33554432" in msg
+@pytest.mark.parametrize("wrong, fragment", [
+    (lambda q, K, V: _weights(K @ q) @ V, "t = 5 tokens"),                                  # no scale
+    (lambda q, K, V: _weights(K @ q / q.shape[-1]) @ V, "t = 5 tokens"),                    # / d_k
+    (lambda q, K, V: _weights(K @ q / np.sqrt(len(K))) @ V, "t = 5 tokens"),                # / √t
+    (lambda q, K, V: (np.exp(K @ q / np.sqrt(len(q))) / np.exp(K @ q / np.sqrt(len(q))).sum()) @ V,
+     "exp overflows"),                                                                      # unstable
+    (lambda q, K, V: _weights(K[:-1] @ q / np.sqrt(len(q))) @ V[:-1], "t = 5 tokens"),      # own key dropped
+    (lambda q, K, V: _weights(K @ q / np.sqrt(len(q))) @ K, "t = 5 tokens"),                # mixes keys
+    (lambda q, K, V: V.mean(axis=0), "t = 5 tokens"),                                       # no attention
+    (lambda q, K, V: scaled_dot_product_attention(q[None], K, V)[0], "scaled_dot_product_attention"),
+    (lambda q, K, V: scaled_dot_product_attention(np.tile(q, (len(K), 1)), K, V, is_causal=True)[-1],
+     "scaled_dot_product_attention"),
+    (attend_one, "attend_one itself"),
+])
+def test_kv_check_catches_classic_mistakes(wrong, fragment):
+    assert fragment in failure(nb06_checks.check_attend_new_token, wrong)
 
 
-def test_memory_catches_eight_bytes_for_float32():
-    msg = failure(nb06_checks.check_score_memory,
-                  lambda n, heads, batch, dtype: batch * heads * n * n * 8)
-    assert "n = 1024, 1 head, batch 1, float32" in msg and "itemsize" in msg
+def test_kv_check_speaks_chinese():
+    msg = failure(nb06_checks.check_attend_new_token, lambda q, K, V: V.mean(axis=0), lang="zh")
+    assert "用 KV 缓存算新词 未通过" in msg and "t = 5 个词" in msg
 
 
-def test_memory_catches_forgetting_the_batch():
-    msg = failure(nb06_checks.check_score_memory,
-                  lambda n, heads, batch, dtype: heads * n * n * np.dtype(dtype).itemsize)
-    assert "batch 4" in msg
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 10), st.integers(1, 8), st.integers(1, 5), st.integers(0, 2**16))
+def test_kv_solution_is_the_last_row_of_causal_attention(solutions, t, d_k, d_v, seed):
+    rng = np.random.default_rng(seed)
+    Q, K = rng.normal(size=(2, t, d_k))
+    V = rng.normal(size=(t, d_v))
+    full = scaled_dot_product_attention(Q, K, V, is_causal=True)
+    assert np.allclose(solutions["attend_new_token"](Q[-1], K, V), full[-1])
 
 
-def test_memory_catches_a_hard_coded_four_bytes():
-    msg = failure(nb06_checks.check_score_memory,
-                  lambda n, heads, batch, dtype: batch * heads * n * n * 4)
-    assert "float16" in msg
+# --------------------------------------------------------------------------- exercise 2: merge
+def merge_other_baseline(a, b):
+    # keeps a's baseline when a is not empty: a correct account on another baseline
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    if ma == -np.inf and mb == -np.inf:
+        return ma, 0.0, acc_a * 0
+    m = ma if ma > -np.inf else mb
+    wa = 0.0 if ma == -np.inf else 1.0
+    wb = np.exp(mb - m)
+    return m, la * wa + lb * wb, acc_a * wa + acc_b * wb
+
+
+def merge_float32(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    m = np.float32(max(ma, mb))
+    if not np.isfinite(m):
+        return m, np.float32(0), np.zeros_like(acc_a, dtype=np.float32)
+    wa, wb = np.exp(np.float32(ma) - m), np.exp(np.float32(mb) - m)
+    return m, np.float32(la) * wa + np.float32(lb) * wb, (acc_a * wa + acc_b * wb).astype(np.float32)
+
+
+def merge_as_lists(a, b):
+    m, total, acc = merge_softmax_states_by_hand(a, b)
+    return [m, total, list(acc)]
+
+
+def merge_softmax_states_by_hand(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    m = max(ma, mb)
+    if m == -math.inf:
+        return m, 0.0, np.zeros_like(acc_a)
+    wa, wb = math.exp(ma - m), math.exp(mb - m)
+    return m, la * wa + lb * wb, acc_a * wa + acc_b * wb
+
+
+@pytest.mark.parametrize("answer", [merge_other_baseline, merge_float32, merge_as_lists,
+                                    merge_softmax_states_by_hand])
+def test_merge_check_passes_other_correct_answers(answer, capsys):
+    nb06_checks.check_merge_states(answer, lang="en")
+    assert "all 7 cases pass" in capsys.readouterr().out
+
+
+def merge_without_rescaling(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    return max(ma, mb), la + lb, acc_a + acc_b
+
+
+def merge_rescales_only_l(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    m = max(ma, mb)
+    return m, la * np.exp(ma - m) + lb * np.exp(mb - m), acc_a + acc_b
+
+
+def merge_rescales_only_b(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    m = max(ma, mb)
+    return m, la + lb * np.exp(mb - m), acc_a + acc_b * np.exp(mb - m)
+
+
+def merge_nan_when_empty(a, b):
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    m = max(ma, mb)
+    wa, wb = np.exp(ma - m), np.exp(mb - m)                 # -inf - -inf = nan for two empty chunks
+    return m, la * wa + lb * wb, acc_a * wa + acc_b * wb
+
+
+def merge_returns_the_output(a, b):
+    m, total, acc = merge_softmax_states_by_hand(a, b)
+    return acc / total
+
+
+def merge_in_absolute_sums(a, b):
+    # e^m·l is the plain sum of exponentials: it overflows once the scores are large
+    (ma, la, acc_a), (mb, lb, acc_b) = a, b
+    total = la * np.exp(ma) + lb * np.exp(mb)
+    acc = acc_a * np.exp(ma) + acc_b * np.exp(mb)
+    return 0.0, total, acc
+
+
+@pytest.mark.parametrize("wrong, fragment", [
+    (merge_without_rescaling, "two chunks of 5 keys"),
+    (merge_rescales_only_l, "acc (moved onto the baseline"),
+    (merge_rescales_only_b, "l (moved onto the baseline"),
+    (merge_nan_when_empty, "both chunks empty"),
+    (merge_returns_the_output, "acc has shape ()"),
+    (merge_in_absolute_sums, "scores up to 1000"),
+    (merge_softmax_states, "merge_softmax_states itself"),
+    (lambda a, b: merge_softmax_states(a, b), "calls merge_softmax_states"),
+])
+def test_merge_check_catches_classic_mistakes(wrong, fragment):
+    assert fragment in failure(nb06_checks.check_merge_states, wrong)
+
+
+def test_merge_check_speaks_chinese():
+    msg = failure(nb06_checks.check_merge_states, merge_without_rescaling, lang="zh")
+    assert "合并两本在线 softmax 的账 未通过" in msg and "两块各 5 个键" in msg
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 8), st.integers(0, 8), st.floats(-300, 300), st.integers(0, 2**16))
+def test_merge_solution_equals_the_state_of_both_chunks(solutions, t1, t2, offset, seed):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=4)
+    k, v = rng.normal(size=(t1 + t2, 4)) + offset / 8, rng.normal(size=(t1 + t2, 3))
+    a, b = softmax_state(q, k[:t1], v[:t1]), softmax_state(q, k[t1:], v[t1:])
+    a, b = ((float(s[0]), float(s[1]), s[2]) for s in (a, b))
+    m, total, acc = solutions["merge_states"](a, b)
+    whole = softmax_state(q, k, v)
+    assert not np.isnan(acc).any()
+    if t1 + t2:
+        assert np.allclose(np.asarray(acc) / total, attend_one(q, k, v))
+        assert np.isclose(m, whole[0]) and np.isclose(total, whole[1])
 
 
 # --------------------------------------------------------------------------- exercise 3
 def test_longest_catches_the_missing_square_root():
     msg = failure(nb06_checks.check_longest_sequence,
                   lambda b, heads, dtype: int(b / (heads * np.dtype(dtype).itemsize)))
-    assert "24 GiB, 1 head, float32" in msg and "80264" in msg and "square root" in msg
+    assert "24 GiB, 1 head, float32" in msg and "80264" in msg
 
 
 def test_longest_catches_rounding_up():
@@ -148,6 +295,26 @@ def test_longest_catches_eight_bytes_for_float32():
     assert "24 GiB, 1 head, float32" in msg and "56755" in msg
 
 
+def test_longest_refuses_the_library_function_under_any_name():
+    assert "max_length_for_memory itself" in failure(
+        nb06_checks.check_longest_sequence, max_length_for_memory)
+    assert "calls max_length_for_memory" in failure(
+        nb06_checks.check_longest_sequence,
+        lambda b, heads, dtype: max_length_for_memory(b, num_heads=heads, dtype=dtype))
+
+
+def test_longest_passes_an_integer_search():
+    def by_search(budget, heads, dtype):
+        per, lo, hi = heads * np.dtype(dtype).itemsize, 0, 1
+        while hi * hi * per <= budget:
+            hi *= 2
+        while hi - lo > 1:                               # largest n with n² · per <= budget
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * mid * per <= budget else (lo, mid)
+        return lo
+    nb06_checks.check_longest_sequence(by_search, lang="en")
+
+
 @settings(max_examples=60, deadline=None)
 @given(budget=st.integers(1, 10**13), heads=st.integers(1, 64),
        dtype=st.sampled_from([np.float16, np.float32, np.float64]))
@@ -159,27 +326,35 @@ def test_longest_solution_is_the_largest_n_that_fits(solutions, budget, heads, d
 
 
 # --------------------------------------------------------------------------- exercise 4
-def test_window_catches_an_off_by_one_window():
-    msg = failure(nb06_checks.check_window_mask,
-                  lambda n, r: np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) < r)
-    assert "n = 6, r = 1 (one neighbour each side)" in msg and "|i - j| <= r" in msg
+def window_by_tri(n, r):
+    ones = np.ones((n, n), dtype=bool)
+    return np.triu(ones, -r) & np.tril(ones, r)
 
 
-def test_window_catches_one_neighbour_too_many():
-    msg = failure(nb06_checks.check_window_mask,
-                  lambda n, r: np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) <= r + 1)
-    assert "n = 6, r = 1" in msg
+def window_with_loop(n, r):
+    m = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        m[i, max(0, i - r):i + r + 1] = True
+    return m
 
 
-def test_window_catches_a_one_sided_window():
-    msg = failure(nb06_checks.check_window_mask,
-                  lambda n, r: sliding_window_mask(n, r, causal=True))
-    assert "n = 6, r = 1" in msg
+def test_window_passes_another_formulation(capsys):
+    nb06_checks.check_window_mask(window_by_tri, lang="en")
+    assert "all 6 cases pass" in capsys.readouterr().out
 
 
-def test_window_catches_ones_and_zeros_instead_of_booleans():
-    msg = failure(nb06_checks.check_window_mask, lambda n, r: sliding_window_mask(n, r).astype(int))
-    assert "n = 6, r = 1" in msg and "boolean" in msg
+@pytest.mark.parametrize("wrong, fragment", [
+    (lambda n, r: np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) < r, "n = 6, r = 1"),   # off by one
+    (lambda n, r: np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) <= r + 1, "n = 6, r = 1"),
+    (lambda n, r: np.tril(np.triu(np.ones((n, n), bool), -r)), "n = 6, r = 1"),          # one-sided
+    (lambda n, r: (np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]) <= r).astype(int), "dtype"),
+    (window_with_loop, "for loop"),
+    (sliding_window_mask, "sliding_window_mask itself"),
+    (lambda n, r: sliding_window_mask(n, r), "calls sliding_window_mask"),
+    (lambda n, r: causal_mask(n) & causal_mask(n).T | np.eye(n, dtype=bool), "calls causal_mask"),
+])
+def test_window_catches_classic_mistakes(wrong, fragment):
+    assert fragment in failure(nb06_checks.check_window_mask, wrong)
 
 
 def test_window_catches_a_window_that_wraps_around_the_sentence():

@@ -1,149 +1,229 @@
 """Checks for the exercises of notebook 06 (the quadratic cost).
 
-Each check runs the learner's function on several inputs, compares with the cost model or the
-mask of the library, and names the first input that differs.
+Each check runs the learner's function on several inputs, compares with the library (the cost
+model, the KV-cache decoder, the merge of softmax states, the sliding-window mask), and names the
+first input that differs. The library function that would answer the exercise is forbidden.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..attention import sliding_window_mask
-from ..cost import attention_flops, attention_memory_bytes, max_length_for_memory
-from ._core import Case, check_function
+from ..attention import causal_mask, scaled_dot_product_attention, sliding_window_mask
+from ..chunked import online_softmax_attention
+from ..cost import max_length_for_memory
+from ..decoding import attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
+from ..fast import fast_attention
+from ..multihead import multi_head_attention_reference
+from ._core import Case, check_function, compare, fail, get_language, run_learner, tolerance_for
 
 GIB = 2**30
 
+#: Every attention function of the library: the KV-cache exercise forbids them all.
+_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, online_softmax_attention, fast_attention,
+                        multi_head_attention_reference, attend_one, decode_causal, softmax_state,
+                        merge_softmax_states, state_output)
 
-def check_predicted_flops(fn, lang: str | None = None) -> None:
-    """Check ``fn(L, S, d)``: operations of one head's attention, L queries, S keys, width d.
 
-    Examples
-    --------
-    >>> check_predicted_flops(lambda L, S, d: 4 * L * S * d, lang="en")
-    ✓ FLOPs of attention: all 5 cases pass
+def _t(zh: str, en: str) -> dict:
+    return {"zh": zh, "en": en}
+
+
+# ---------------------------------------------------------------- exercise 1: one token, KV cache
+
+def check_attend_new_token(fn, lang: str | None = None) -> None:
+    """Check ``fn(q, K_cache, V_cache) -> (d_v,)``: the output of the newest token from the cache.
+
+    Six cases against the last row of causal attention over the cached tokens: d_v ≠ d_k, a
+    cache of one token (the new token's own key and value), scores large enough to overflow
+    ``exp`` unless the maximum is subtracted, a wide head where the scale matters, float32 inputs.
+    The library's attention functions are forbidden.
     """
+    rng = np.random.default_rng(60)
+
+    def cache(t, d_k, d_v, size=1.0, dtype=np.float64):
+        q, k = rng.normal(size=(2, t, d_k)) * size
+        v = rng.normal(size=(t, d_v))
+        return tuple(a.astype(dtype) for a in (q[-1], k, v))
+
     cases = [
-        Case({"zh": "L = S = 1024，d = 64（一个头）", "en": "L = S = 1024, d = 64 (one head)"},
-             (1024, 1024, 64)),
-        Case({"zh": "L = S = 4，d = 8", "en": "L = S = 4, d = 8"}, (4, 4, 8)),
-        Case({"zh": "L = 3 个查询，S = 5 个键，d = 16（L ≠ S）",
-              "en": "L = 3 queries, S = 5 keys, d = 16 (L ≠ S)"}, (3, 5, 16)),
-        Case({"zh": "L = S = 1，d = 1（最小的情况）", "en": "L = S = 1, d = 1 (the smallest case)"},
-             (1, 1, 1)),
-        Case({"zh": "L = S = 80000，d = 128（很长的文本）",
-              "en": "L = S = 80000, d = 128 (a very long text)"}, (80000, 80000, 128)),
+        Case(_t("t = 5 个词，d_k = 4，d_v = 3", "t = 5 tokens, d_k = 4, d_v = 3"), cache(5, 4, 3)),
+        Case(_t("t = 1（缓存里只有新词自己）", "t = 1 (the cache holds only the new token)"),
+             cache(1, 4, 2)),
+        Case(_t("t = 8，d_k = 64（缩放很要紧）", "t = 8, d_k = 64 (the scale matters)"), cache(8, 64, 5)),
+        Case(_t("t = 6，分数在 1000 上下（exp 会溢出）", "t = 6, scores around 1000 (exp overflows)"),
+             cache(6, 16, 3, size=45.0)),
+        Case(_t("t = 12，float32", "t = 12, float32"), cache(12, 8, 8, dtype=np.float32)),
+        Case(_t("t = 3，d_k = 2，d_v = 6", "t = 3, d_k = 2, d_v = 6"), cache(3, 2, 6)),
     ]
+
+    def last_row(q, K, V):
+        Q = np.concatenate([np.zeros((K.shape[0] - 1, q.shape[0]), q.dtype), q[None]])   # (t, d_k)
+        return scaled_dot_product_attention(Q, K, V, is_causal=True)[-1]
+
     check_function(
-        fn, lambda L, S, d: attention_flops(L, d, S=S), cases,
-        name={"zh": "注意力的运算量", "en": "FLOPs of attention"},
-        hint={"zh": "两次矩阵乘法都要算：Q @ Kᵀ 是 2·L·S·d（每一项一次乘法一次加法），"
-                    "权重 @ V 又是 2·L·S·d。",
-              "en": "Count both matrix products: Q @ Kᵀ is 2·L·S·d (one multiply and one add "
-                    "per term), and weights @ V is another 2·L·S·d."},
-        lang=lang, rtol=0, atol=0,
+        fn, last_row, cases,
+        name=_t("用 KV 缓存算新词", "one new token from the KV cache"),
+        hint=_t("新词只有一个查询，它要和缓存里的每个键比一次（包括它自己的键），"
+                "分数要缩放，softmax 要稳定；混合的是值，不是键。",
+                "the new token has one query, compared once with every cached key (its own "
+                "included); the scores are scaled, the softmax must be stable, and what is mixed "
+                "is the values, not the keys."),
+        lang=lang, forbidden=_ATTENTION_FUNCTIONS,
     )
 
 
-def check_score_memory(fn, lang: str | None = None) -> None:
-    """Check ``fn(n, heads, batch, dtype)``: bytes of all n×n score matrices held at once.
+# ---------------------------------------------------------------- exercise 2: merge two accounts
 
-    Examples
-    --------
-    >>> check_score_memory(lambda n, heads, batch, dtype:
-    ...     batch * heads * n * n * np.dtype(dtype).itemsize, lang="en")
-    ✓ memory of the score matrices: all 6 cases pass
+def _state(q, k, v):
+    m, total, acc = softmax_state(q, k, v)
+    return float(m), float(total), acc
+
+
+def check_merge_states(fn, lang: str | None = None) -> None:
+    """Check ``fn(a, b) -> (m, l, acc)``: the online-softmax account of two chunks together.
+
+    Each input is the account ``(m, l, acc)`` of one chunk of keys for one query. Any finite
+    common baseline m is accepted, as long as l and acc are expressed on it: the check moves the
+    learner's l and acc onto the baseline of the library's merge before comparing them. Seven
+    cases: either chunk holding the larger score, scores far from 0, one empty chunk, two empty
+    chunks (no NaN allowed), float32 accounts.
     """
-    cases = [
-        Case({"zh": "n = 1024，1 个头，batch 1，float32",
-              "en": "n = 1024, 1 head, batch 1, float32"}, (1024, 1, 1, np.float32)),
-        Case({"zh": "n = 1024，8 个头，batch 1，float32",
-              "en": "n = 1024, 8 heads, batch 1, float32"}, (1024, 8, 1, np.float32)),
-        Case({"zh": "n = 512，8 个头，batch 4，float32",
-              "en": "n = 512, 8 heads, batch 4, float32"}, (512, 8, 4, np.float32)),
-        Case({"zh": "n = 2048，16 个头，batch 2，float16",
-              "en": "n = 2048, 16 heads, batch 2, float16"}, (2048, 16, 2, np.float16)),
-        Case({"zh": "n = 100，12 个头，batch 3，float64",
-              "en": "n = 100, 12 heads, batch 3, float64"}, (100, 12, 3, np.float64)),
-        Case({"zh": "n = 1，1 个头，batch 1，float32（只有一个分数）",
-              "en": "n = 1, 1 head, batch 1, float32 (a single score)"}, (1, 1, 1, np.float32)),
-    ]
-    check_function(
-        fn,
-        lambda n, heads, batch, dtype: attention_memory_bytes(n, num_heads=heads, batch=batch,
-                                                              dtype=dtype),
-        cases,
-        name={"zh": "分数矩阵的内存", "en": "memory of the score matrices"},
-        hint={"zh": "每个序列、每个头各有一张 n×n 的分数矩阵；每个元素的字节数看 dtype："
-                    "np.dtype(dtype).itemsize（float32 是 4，不是 8）。",
-              "en": "Every sequence and every head has its own n×n score matrix; the bytes per "
-                    "entry come from the dtype: np.dtype(dtype).itemsize (4 for float32, not 8)."},
-        lang=lang, rtol=0, atol=0,
-    )
+    lang = get_language(lang)
+    name = _t("合并两本在线 softmax 的账", "merging two online-softmax accounts")
+    hint = _t("两本账的基准（各自的最高分）不同，相加之前都要换算到同一个基准上；"
+              "空的块 m 是 -inf，两块都空时结果也应是空账，而不是 NaN。",
+              "the two accounts have different baselines (their own highest scores); bring both "
+              "onto one baseline before adding them. An empty chunk has m = -inf; two empty chunks "
+              "must give an empty account, not NaN.")
+    rng = np.random.default_rng(61)
+    q = rng.normal(size=4)
+    keys, values = rng.normal(size=(10, 4)), rng.normal(size=(10, 3))
+    big_q = q * (1000.0 / np.abs(keys @ q / 2.0).max())        # the largest |score| is 1000
 
+    def two(split, query=q, dtype=np.float64):
+        a = _state(query, keys[:split], values[:split])
+        b = _state(query, keys[split:], values[split:])
+        return (a[0], a[1], a[2].astype(dtype)), (b[0], b[1], b[2].astype(dtype))
+
+    # Which chunk holds the maximum decides which side must be rescaled: put it on each side.
+    top = int(np.argmax(keys @ q))
+    rest = [i for i in range(10) if i != top]
+    with_top = _state(q, keys[[top] + rest[:4]], values[[top] + rest[:4]])
+    without_top = _state(q, keys[rest[4:]], values[rest[4:]])
+    empty = _state(q, keys[:0], values[:0])
+    cases = [
+        Case(_t("两块各 5 个键", "two chunks of 5 keys"), two(5)),
+        Case(_t("a 里的最高分更大", "the larger score is in a"), (with_top, without_top)),
+        Case(_t("b 里的最高分更大", "the larger score is in b"), (without_top, with_top)),
+        Case(_t("分数上千（exp 只能在新基准上算，直接算会溢出）",
+                "scores up to 1000 (exp only on a new baseline: directly it overflows)"), two(4, big_q)),
+        Case(_t("a 是空块（m = -inf，l = 0）", "a is an empty chunk (m = -inf, l = 0)"), two(0)),
+        Case(_t("a、b 都是空块", "both chunks empty"), (empty, empty)),
+        Case(_t("float32 的 acc", "float32 acc"), two(6, dtype=np.float32)),
+    ]
+
+    for case in cases:
+        a, b = case.args
+        ref = merge_softmax_states(*(tuple(np.asarray(x) for x in s) for s in (a, b)))
+        m_ref, l_ref, acc_ref = float(ref[0]), float(ref[1]), ref[2]
+        args = tuple((s[0], s[1], np.array(s[2])) for s in (a, b))
+        got = run_learner(fn, *args, name=name, label=case.label, forbidden=_ATTENTION_FUNCTIONS,
+                          hint=hint, lang=lang)
+        try:
+            m, total, acc = got
+            m, total = float(m), float(total)
+            acc_arr = np.asarray(acc, dtype=np.float64)
+        except (TypeError, ValueError):
+            fail(name, case.label, _t(f"应返回三项 (m, l, acc)，实际得到 {got!r}",
+                                      f"expected three items (m, l, acc), got {got!r}"),
+                 hint=hint, lang=lang)
+        if acc_arr.shape != acc_ref.shape:
+            fail(name, case.label, _t(f"acc 的形状是 {acc_arr.shape}，应为 {acc_ref.shape}",
+                                      f"acc has shape {acc_arr.shape}, expected {acc_ref.shape}"),
+                 hint=hint, lang=lang)
+        if np.isnan(m) or np.isnan(total) or np.isnan(acc_arr).any():
+            fail(name, case.label, _t("结果里有 NaN", "the result contains NaN"), hint=hint, lang=lang)
+        if m_ref == -np.inf:
+            if total != 0 or np.any(acc_arr != 0):
+                fail(name, case.label, _t(f"两块都空，l 和 acc 应为 0，实际 l = {total}，acc = {acc_arr}",
+                                          f"both chunks are empty, so l and acc must be 0; got "
+                                          f"l = {total}, acc = {acc_arr}"), hint=hint, lang=lang)
+            continue
+        if not np.isfinite(m):
+            fail(name, case.label, _t(f"m = {m}：有键的时候，基准应是一个有限的数",
+                                      f"m = {m}: with keys present, the baseline must be finite"),
+                 hint=hint, lang=lang)
+        with np.errstate(all="ignore"):
+            shift = np.exp(m - m_ref)                     # moves the learner's account onto m_ref
+            on_ref = (total * shift, acc_arr * shift)
+        rtol, atol = tolerance_for(acc, a[2])
+        for part, (g, e) in zip(("l", "acc"), zip(on_ref, (l_ref, acc_ref), strict=True), strict=True):
+            reason = compare(np.asarray(g, dtype=np.float64), np.asarray(e, dtype=np.float64),
+                             rtol=rtol, atol=atol * max(1.0, float(np.max(np.abs(e)))), lang=lang)
+            if reason:
+                fail(name, case.label, _t(f"{part}（换算到基准 m = {m_ref:.4g} 后）：{reason}",
+                                          f"{part} (moved onto the baseline m = {m_ref:.4g}): {reason}"),
+                     hint=hint, lang=lang)
+    print({"zh": f"✓ {name['zh']}：{len(cases)} 个测试用例全部通过",
+           "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
+
+
+# ---------------------------------------------------------------- exercise 3: the memory wall
 
 def check_longest_sequence(fn, lang: str | None = None) -> None:
     """Check ``fn(budget_bytes, heads, dtype)``: the largest n whose score matrices fit.
 
-    Examples
-    --------
-    >>> from attention_course.cost import max_length_for_memory
-    >>> check_longest_sequence(lambda b, h, dt: max_length_for_memory(b, num_heads=h, dtype=dt),
-    ...                        lang="en")
-    ✓ longest sequence that fits: all 6 cases pass
+    Six cases: a 24 GiB card with one and with 8 heads, float16, a budget that fits 10×10
+    exactly and one byte less, a budget too small for a single score. ``max_length_for_memory``
+    is forbidden.
     """
     cases = [
-        Case({"zh": "24 GiB，1 个头，float32", "en": "24 GiB, 1 head, float32"},
-             (24 * GIB, 1, np.float32)),
-        Case({"zh": "24 GiB，8 个头，float32", "en": "24 GiB, 8 heads, float32"},
-             (24 * GIB, 8, np.float32)),
-        Case({"zh": "80 GiB，16 个头，float16", "en": "80 GiB, 16 heads, float16"},
-             (80 * GIB, 16, np.float16)),
-        Case({"zh": "400 字节，1 个头，float32（正好放下 10×10）",
-              "en": "400 bytes, 1 head, float32 (exactly 10×10 fits)"}, (400, 1, np.float32)),
-        Case({"zh": "399 字节，1 个头，float32（10×10 差一个字节）",
-              "en": "399 bytes, 1 head, float32 (one byte short of 10×10)"}, (399, 1, np.float32)),
-        Case({"zh": "3 字节，1 个头，float32（一个分数都放不下）",
-              "en": "3 bytes, 1 head, float32 (not even one score fits)"}, (3, 1, np.float32)),
+        Case(_t("24 GiB，1 个头，float32", "24 GiB, 1 head, float32"), (24 * GIB, 1, np.float32)),
+        Case(_t("24 GiB，8 个头，float32", "24 GiB, 8 heads, float32"), (24 * GIB, 8, np.float32)),
+        Case(_t("80 GiB，16 个头，float16", "80 GiB, 16 heads, float16"), (80 * GIB, 16, np.float16)),
+        Case(_t("400 字节，1 个头，float32（正好放下 10×10）",
+                "400 bytes, 1 head, float32 (exactly 10×10 fits)"), (400, 1, np.float32)),
+        Case(_t("399 字节，1 个头，float32（10×10 差一个字节）",
+                "399 bytes, 1 head, float32 (one byte short of 10×10)"), (399, 1, np.float32)),
+        Case(_t("3 字节，1 个头，float32（一个分数都放不下）",
+                "3 bytes, 1 head, float32 (not even one score fits)"), (3, 1, np.float32)),
     ]
     check_function(
         fn, lambda b, heads, dtype: max_length_for_memory(b, num_heads=heads, dtype=dtype), cases,
-        name={"zh": "放得下的最长序列", "en": "longest sequence that fits"},
-        hint={"zh": "内存随 n² 增长，所以先算能放下多少个分数，再开平方，最后向下取整"
-                    "（向上取整就放不下了）。别忘了头数和 dtype 的字节数。",
-              "en": "Memory grows as n², so count how many scores fit, take the square root, "
-                    "and round down (rounding up would not fit). Remember the heads and the "
-                    "bytes of the dtype."},
-        lang=lang, rtol=0, atol=0,
+        name=_t("放得下的最长序列", "longest sequence that fits"),
+        hint=_t("内存随 n² 增长：先想清楚能放下多少个分数，再想 n 和它的关系，以及该往哪个方向取整。"
+                "别忘了头数和 dtype 的字节数。",
+                "memory grows as n²: first work out how many scores fit, then how n relates to that "
+                "number, and which way to round. Remember the heads and the bytes of the dtype."),
+        lang=lang, rtol=0, atol=0, forbidden=(max_length_for_memory,),
     )
 
 
-def check_window_mask(fn, lang: str | None = None) -> None:
-    """Check ``fn(n, r)``: a boolean (n, n) mask, True where ``|i - j| <= r``.
+# ---------------------------------------------------------------- exercise 4: the window mask
 
-    Examples
-    --------
-    >>> from attention_course import sliding_window_mask
-    >>> check_window_mask(sliding_window_mask, lang="en")
-    ✓ sliding-window mask: all 6 cases pass
+def check_window_mask(fn, lang: str | None = None) -> None:
+    """Check ``fn(n, r)``: a boolean (n, n) mask of the sliding window of radius r.
+
+    Six cases, among them r = 0, a window longer than the sentence and a single word. Loops are
+    refused; the library's mask functions are forbidden.
     """
     cases = [
-        Case({"zh": "n = 6，r = 1（每边一个邻居）", "en": "n = 6, r = 1 (one neighbour each side)"},
-             (6, 1)),
-        Case({"zh": "n = 7，r = 2", "en": "n = 7, r = 2"}, (7, 2)),
-        Case({"zh": "n = 5，r = 0（只看自己）", "en": "n = 5, r = 0 (each word sees only itself)"},
-             (5, 0)),
-        Case({"zh": "n = 4，r = 10（窗口比句子还长）",
-              "en": "n = 4, r = 10 (window longer than the sentence)"}, (4, 10)),
-        Case({"zh": "n = 1，r = 3（只有一个词）", "en": "n = 1, r = 3 (a single word)"}, (1, 3)),
-        Case({"zh": "n = 9，r = 3", "en": "n = 9, r = 3"}, (9, 3)),
+        Case(_t("n = 6，r = 1（每边一个邻居）", "n = 6, r = 1 (one neighbour each side)"), (6, 1)),
+        Case(_t("n = 7，r = 2", "n = 7, r = 2"), (7, 2)),
+        Case(_t("n = 5，r = 0（只看自己）", "n = 5, r = 0 (each word sees only itself)"), (5, 0)),
+        Case(_t("n = 4，r = 10（窗口比句子还长）", "n = 4, r = 10 (window longer than the sentence)"),
+             (4, 10)),
+        Case(_t("n = 1，r = 3（只有一个词）", "n = 1, r = 3 (a single word)"), (1, 3)),
+        Case(_t("n = 9，r = 3", "n = 9, r = 3"), (9, 3)),
     ]
     check_function(
         fn, lambda n, r: sliding_window_mask(n, r), cases,
-        name={"zh": "滑动窗口掩码", "en": "sliding-window mask"},
-        hint={"zh": "第 i 个词能看到第 j 个词，当且仅当 |i - j| <= r：两边各 r 个邻居，再加上自己，"
-                    "一行最多 2r + 1 个 True。返回布尔数组。",
-              "en": "Word i sees word j exactly when |i - j| <= r: r neighbours on each side plus "
-                    "itself, at most 2r + 1 True per row. Return a boolean array."},
-        lang=lang,
+        name=_t("滑动窗口掩码", "sliding-window mask"),
+        hint=_t("用两个形状不同的位置数组广播出一张 (n, n) 的表，再想清楚哪些 (i, j) 在窗口里；"
+                "两边各 r 个邻居再加上自己，结果要是布尔数组。",
+                "broadcast two position arrays of different shapes into an (n, n) table, then decide "
+                "which (i, j) are inside the window: r neighbours on each side plus the word itself, "
+                "as a boolean array."),
+        lang=lang, forbidden=(sliding_window_mask, causal_mask), no_loops=True,
     )

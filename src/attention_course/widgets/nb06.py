@@ -34,9 +34,9 @@ CURVE_LENGTHS = np.unique(np.round(2.0 ** np.arange(8, 18.01, 0.5)).astype(np.in
 
 TEXT = {
     "zh": {
-        "n": "序列长度 n", "d": "每头宽度 d", "heads": "头数", "window": "窗口 r",
+        "n": "序列长度 n", "d": "每个头的维度 d_k", "heads": "头数", "window": "窗口 r",
         "full": "完整注意力", "chunked": "分块（在线 softmax）", "windowed": "滑动窗口",
-        "measured": "实测（d=64，1 个头）", "model_measured": "模型（d=64，1 个头）",
+        "measured": "实测（d_k = 64，1 个头）", "model_measured": "模型（d_k = 64，1 个头）",
         "time": "预计时间", "memory": "分数矩阵的内存",
         "budget": "{gib:g} GiB 显存", "wall": "内存墙 n = {n:,}", "xlabel": "序列长度 n",
         "title_time": "n = {n:,} 时：完整 {full} · 分块 {chunked} · 窗口 {windowed}",
@@ -44,10 +44,10 @@ TEXT = {
         "too_big": "（放不下！）",
     },
     "en": {
-        "n": "length n", "d": "width per head d", "heads": "heads", "window": "window r",
+        "n": "length n", "d": "width per head d_k", "heads": "heads", "window": "window r",
         "full": "full attention", "chunked": "chunked (online softmax)",
         "windowed": "sliding window",
-        "measured": "measured (d=64, 1 head)", "model_measured": "model (d=64, 1 head)",
+        "measured": "measured (d_k = 64, 1 head)", "model_measured": "model (d_k = 64, 1 head)",
         "time": "projected time", "memory": "score memory",
         "budget": "{gib:g} GiB card", "wall": "memory wall n = {n:,}",
         "xlabel": "sequence length n",
