@@ -49,6 +49,7 @@ def test_each_exercise_announced_by_a_numbered_bold_heading(lang, name):
         if cell["cell_type"] == "code" and nbgrader_meta(cell).get("solution"):
             intro = next((source(c) for c in reversed(cells[:i]) if c["cell_type"] == "markdown"), "")
             match = EXERCISE_HEADING[lang].search(intro)
-            assert match, f"the exercise before cell {i} has no heading like {EXERCISE_HEADING[lang].pattern!r}"
+            assert match, (f"the exercise before cell {i} has no heading like "
+                           f"{EXERCISE_HEADING[lang].pattern!r}")
             numbers.append(int(match.group(1)))
     assert numbers == list(range(1, len(numbers) + 1)), f"exercises numbered {numbers}"
