@@ -53,7 +53,6 @@ def solutions(request):
 CHECKS = [
     ("attend_new_token", nb06_checks.check_attend_new_token),
     ("merge_states", nb06_checks.check_merge_states),
-    ("longest_sequence", nb06_checks.check_longest_sequence),
     ("window_mask", nb06_checks.check_window_mask),
 ]
 
@@ -263,69 +262,6 @@ def test_merge_solution_equals_the_state_of_both_chunks(solutions, t1, t2, offse
 
 
 # --------------------------------------------------------------------------- exercise 3
-def test_longest_catches_the_missing_square_root():
-    msg = failure(nb06_checks.check_longest_sequence,
-                  lambda b, heads, dtype: int(b / (heads * np.dtype(dtype).itemsize)))
-    assert "24 GiB, 1 head, float32" in msg and "80264" in msg
-
-
-def test_longest_catches_rounding_up():
-    def ceil(b, heads, dtype):
-        return math.ceil(math.sqrt(b / (heads * np.dtype(dtype).itemsize)))
-    msg = failure(nb06_checks.check_longest_sequence, ceil)
-    assert "24 GiB, 1 head, float32" in msg and "80265" in msg
-
-
-def test_longest_catches_rounding_to_nearest_only_where_it_goes_up():
-    def nearest(b, heads, dtype):
-        return round(math.sqrt(b / (heads * np.dtype(dtype).itemsize)))
-    msg = failure(nb06_checks.check_longest_sequence, nearest)
-    assert "24 GiB, 1 head, float32" in msg     # 80264.85 rounds to 80265, which does not fit
-
-
-def test_longest_catches_forgetting_the_heads():
-    msg = failure(nb06_checks.check_longest_sequence,
-                  lambda b, heads, dtype: int(math.sqrt(b / np.dtype(dtype).itemsize)))
-    assert "24 GiB, 8 heads, float32" in msg
-
-
-def test_longest_catches_eight_bytes_for_float32():
-    msg = failure(nb06_checks.check_longest_sequence,
-                  lambda b, heads, dtype: int(math.sqrt(b / (heads * 8))))
-    assert "24 GiB, 1 head, float32" in msg and "56755" in msg
-
-
-def test_longest_refuses_the_library_function_under_any_name():
-    assert "max_length_for_memory itself" in failure(
-        nb06_checks.check_longest_sequence, max_length_for_memory)
-    assert "calls max_length_for_memory" in failure(
-        nb06_checks.check_longest_sequence,
-        lambda b, heads, dtype: max_length_for_memory(b, num_heads=heads, dtype=dtype))
-
-
-def test_longest_passes_an_integer_search():
-    def by_search(budget, heads, dtype):
-        per, lo, hi = heads * np.dtype(dtype).itemsize, 0, 1
-        while hi * hi * per <= budget:
-            hi *= 2
-        while hi - lo > 1:                               # largest n with n² · per <= budget
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if mid * mid * per <= budget else (lo, mid)
-        return lo
-    nb06_checks.check_longest_sequence(by_search, lang="en")
-
-
-@settings(max_examples=60, deadline=None)
-@given(budget=st.integers(1, 10**13), heads=st.integers(1, 64),
-       dtype=st.sampled_from([np.float16, np.float32, np.float64]))
-def test_longest_solution_is_the_largest_n_that_fits(solutions, budget, heads, dtype):
-    n = solutions["longest_sequence"](budget, heads, dtype)
-    per = heads * np.dtype(dtype).itemsize
-    assert n * n * per <= budget < (n + 1) ** 2 * per
-    assert n == max_length_for_memory(budget, num_heads=heads, dtype=dtype)
-
-
-# --------------------------------------------------------------------------- exercise 4
 def window_by_tri(n, r):
     ones = np.ones((n, n), dtype=bool)
     return np.triu(ones, -r) & np.tril(ones, r)

@@ -11,13 +11,10 @@ import numpy as np
 
 from ..attention import causal_mask, scaled_dot_product_attention, sliding_window_mask
 from ..chunked import online_softmax_attention
-from ..cost import max_length_for_memory
 from ..decoding import attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
 from ..fast import fast_attention
 from ..multihead import multi_head_attention_reference
 from ._core import Case, check_function, compare, fail, get_language, run_learner, tolerance_for
-
-GIB = 2**30
 
 #: Every attention function of the library: the KV-cache exercise forbids them all.
 _ATTENTION_FUNCTIONS = (scaled_dot_product_attention, online_softmax_attention, fast_attention,
@@ -169,38 +166,7 @@ def check_merge_states(fn, lang: str | None = None) -> None:
            "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
 
 
-# ---------------------------------------------------------------- exercise 3: the memory wall
-
-def check_longest_sequence(fn, lang: str | None = None) -> None:
-    """Check ``fn(budget_bytes, heads, dtype)``: the largest n whose score matrices fit.
-
-    Six cases: a 24 GiB card with one and with 8 heads, float16, a budget that fits 10×10
-    exactly and one byte less, a budget too small for a single score. ``max_length_for_memory``
-    is forbidden.
-    """
-    cases = [
-        Case(_t("24 GiB，1 个头，float32", "24 GiB, 1 head, float32"), (24 * GIB, 1, np.float32)),
-        Case(_t("24 GiB，8 个头，float32", "24 GiB, 8 heads, float32"), (24 * GIB, 8, np.float32)),
-        Case(_t("80 GiB，16 个头，float16", "80 GiB, 16 heads, float16"), (80 * GIB, 16, np.float16)),
-        Case(_t("400 字节，1 个头，float32（正好放下 10×10）",
-                "400 bytes, 1 head, float32 (exactly 10×10 fits)"), (400, 1, np.float32)),
-        Case(_t("399 字节，1 个头，float32（10×10 差一个字节）",
-                "399 bytes, 1 head, float32 (one byte short of 10×10)"), (399, 1, np.float32)),
-        Case(_t("3 字节，1 个头，float32（一个分数都放不下）",
-                "3 bytes, 1 head, float32 (not even one score fits)"), (3, 1, np.float32)),
-    ]
-    check_function(
-        fn, lambda b, heads, dtype: max_length_for_memory(b, num_heads=heads, dtype=dtype), cases,
-        name=_t("放得下的最长序列", "longest sequence that fits"),
-        hint=_t("内存随 n² 增长：先想清楚能放下多少个分数，再想 n 和它的关系，以及该往哪个方向取整。"
-                "别忘了头数和 dtype 的字节数。",
-                "memory grows as n²: first work out how many scores fit, then how n relates to that "
-                "number, and which way to round. Remember the heads and the bytes of the dtype."),
-        lang=lang, rtol=0, atol=0, forbidden=(max_length_for_memory,),
-    )
-
-
-# ---------------------------------------------------------------- exercise 4: the window mask
+# ---------------------------------------------------------------- exercise 3: the window mask
 
 def check_window_mask(fn, lang: str | None = None) -> None:
     """Check ``fn(n, r)``: a boolean (n, n) mask of the sliding window of radius r.
