@@ -604,12 +604,17 @@ def time_notebook(path: Path, timeout: int = 300, log=print) -> float:
     only, and the warning, once per notebook, would bury the timings.
     """
     import nbformat
-    from nbclient import NotebookClient
+    from nbclient import NotebookClient, output_widget
 
+    # As in .ci/execute_notebooks.py: nbclient echoes each Output widget's state back to the
+    # kernel while waiting for a reply, now and then misses the reply and stalls until the
+    # cell timeout (jupyter/nbclient#312); the kernel needs no echo.
+    output_widget.OutputWidget.sync_state = lambda self: None
     nb = nbformat.read(path, as_version=4)
     os.environ.setdefault("PYTHONHASHSEED", "0")
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            store_widget_state=True)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as kernel_log:
         start = time.perf_counter()
         try:
