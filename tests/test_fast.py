@@ -513,3 +513,15 @@ def test_blas_runs_on_one_thread_inside_the_blocks(monkeypatch):
     assert seen and all(counts == [1] * len(before) for counts in seen)
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info()
             if i["user_api"] == "blas"] == before
+
+
+def test_buffers_kept_between_calls_do_not_leak_numbers():
+    # Each thread keeps its score buffer from one call to the next: a second call with other
+    # shapes and dtypes must not see what the first one left there.
+    rng = np.random.default_rng(16)
+    big = [rng.normal(size=(2, 100, 8)).astype(np.float64) * 5 for _ in range(3)]
+    small = [rng.normal(size=(3, 7, 4)).astype(np.float32) for _ in range(3)]
+    for _ in range(2):
+        assert_matches_direct(*big, num_threads=2, block_q=32)
+        assert_matches_direct(*small, num_threads=2, block_q=3, is_causal=True)
+        assert_matches_direct(*small, num_threads=1)

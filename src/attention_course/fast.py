@@ -363,9 +363,31 @@ def _causal_tiles(bq, dtype):
     return after, below
 
 
-def _lead(a):
-    """Leading (batch, head) axes of an array of shape (..., n, m)."""
-    return a.shape[:-2]
+_local = threading.local()
+
+
+def _scratch(name, n, dtype, fill=None):
+    """n numbers of dtype from a buffer this thread keeps between calls (grown when too small).
+
+    Fresh memory of a few hundred KiB costs a page fault per 4 KiB on first use, tens of
+    microseconds that count at n = 256; a buffer kept from the previous call costs nothing.
+    """
+    key = (name, np.dtype(dtype).str)
+    buffers = getattr(_local, "buffers", None)
+    if buffers is None:
+        buffers = _local.buffers = {}
+    buf = buffers.get(key)
+    if buf is None or buf.size < n:
+        buf = buffers[key] = np.empty(max(n, 1), dtype)
+        if fill is not None:
+            buf.fill(fill)
+    return buf[:n]
+
+
+def _broadcast(a, batch):
+    """``a`` of shape (..., n, m) seen with leading axes ``batch`` (a view; as is if it has them)."""
+    shape = batch + a.shape[-2:]
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 class _Job:
@@ -394,9 +416,9 @@ class _Job:
         # Scale and the base change, folded into q (a float mask: natural units, see 3.).
         self.alpha = dt.type(scale if natural else scale * LOG2E)
         self.natural = natural
-        self.q = np.broadcast_to(q, batch + (L, q.shape[-1]))
-        self.k = np.broadcast_to(k, batch + k.shape[-2:])
-        self.v = np.broadcast_to(v, batch + v.shape[-2:])
+        self.q = _broadcast(q, batch)
+        self.k = _broadcast(k, batch)
+        self.v = _broadcast(v, batch)
         self.states = {}                         # per head: (shift, normalise_first)
         if is_causal:
             self.after, self.below = _causal_tiles(bq, dt)
@@ -484,8 +506,7 @@ class _Job:
         """Per head: the keys and values some query may see, and their additive bias."""
         S = k.shape[-2]
         rows = np.broadcast_to(mask, batch + (1, S))
-        ks = np.broadcast_to(k, batch + k.shape[-2:])
-        vs = np.broadcast_to(v, batch + v.shape[-2:])
+        ks, vs = _broadcast(k, batch), _broadcast(v, batch)
         keys, natural = {}, False
         for h in np.ndindex(*batch):
             row = rows[h][0]
@@ -515,9 +536,9 @@ class _Job:
         dt = self.out.dtype
         g = self.group
         # This thread's buffers, reused by every block: scores, scaled queries, a row of ones.
-        buffer = np.empty(g * self.max_keys * self.bq, dt)
-        q_block = np.empty(g * self.bq * self.q.shape[-1], dt)
-        ones = np.ones(self.max_keys, dt)
+        buffer = _scratch("scores", g * self.max_keys * self.bq, dt)
+        q_block = _scratch("queries", g * self.bq * self.q.shape[-1], dt)
+        ones = _scratch("ones", self.max_keys, dt, fill=1)
         while True:
             try:
                 h, i0, i1 = todo.popleft()
