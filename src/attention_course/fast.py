@@ -178,8 +178,9 @@ def fast_attention(q, k, v, attn_mask=None, is_causal: bool = False,
     1. **Query blocks.** Queries are taken ``block_q`` at a time. The scores of one block, an
        (S, block_q) buffer of at most about 2 MiB, stay in the processor's caches while ``exp``
        and the sum go over them; working memory is that buffer instead of L·S numbers.
-    2. **In place.** Each thread allocates its buffer once, and every step writes into it
-       (``out=``): no temporary (L, S) array is ever created.
+    2. **In place.** Each thread keeps one score buffer (from one call to the next: fresh
+       memory costs a page fault per 4 KiB), and every step writes into it (``out=``): no
+       temporary (L, S) array is ever created.
     3. **Constants go to the small side.** ``scale`` multiplies q, (L, E) numbers, instead of
        the (L, S) scores. It also carries ``log2(e)``, so that the cheaper
        ``exp2`` replaces ``exp`` (``exp(x) = 2 ** (x · log2 e)``). The division by each row's
