@@ -58,13 +58,16 @@ TEXT = {
 }
 
 
-def measure_rate(n: int = 1024, d: int = 64, repeats: int = 3, seed: int = 0) -> float:
+def measure_rate(n: int = 1024, d: int = 64, repeats: int = 3, seed: int = 0,
+                 min_seconds: float = 0.02) -> float:
     """Effective operations per second of :func:`scaled_dot_product_attention` on this machine.
 
     One float32 head of length ``n`` is timed (the shortest of ``repeats`` runs) on one BLAS
     thread when threadpoolctl is available, with ``time.process_time`` so that moments when the
     machine runs other programs are not counted; the result is ``attention_flops(n, d) /
-    seconds``, softmax time included.
+    seconds``, softmax time included. Each run repeats the call until ``min_seconds`` of CPU time
+    have passed and divides by the number of calls: ``process_time`` can tick as coarsely as
+    about 16 ms (Windows), and one short call would read as 0.
 
     Examples
     --------
@@ -82,9 +85,14 @@ def measure_rate(n: int = 1024, d: int = 64, repeats: int = 3, seed: int = 0) ->
         scaled_dot_product_attention(q, k, v)        # warm up: first-call costs are not the rate
         best = np.inf
         for _ in range(repeats):
-            start = time.process_time()
-            scaled_dot_product_attention(q, k, v)
-            best = min(best, time.process_time() - start)
+            calls, start = 0, time.process_time()
+            while True:
+                scaled_dot_product_attention(q, k, v)
+                calls += 1
+                elapsed = time.process_time() - start
+                if elapsed >= min_seconds:
+                    break
+            best = min(best, elapsed / calls)
     finally:
         if limits is not None:
             limits.restore_original_limits()
