@@ -1,6 +1,5 @@
 """Notebook 01 (the library analogy): its exercise checks and its two widgets."""
 
-import linecache
 
 import numpy as np
 import pytest
@@ -13,26 +12,14 @@ from attention_course import examples, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb01 as checks
 from attention_course.widgets import nb01 as widgets
-from notebook_tools import load_solutions, solution_cells, stub
+from notebook_tools import load_solutions, stub
 
 NAME = "01_library_analogy.ipynb"
 
 
-def load_with_source(lang):
-    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
-    namespace = {"np": np, "attention_course": attention_course}
-    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
-    before = set(namespace)
-    for i, src in enumerate(solution_cells(lang, NAME)):
-        filename = f"<{lang}/{NAME}: solution {i}>"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        exec(compile(src, filename, "exec"), namespace)
-    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
-
-
 @pytest.fixture(scope="module", params=["en", "zh"])
 def solutions(request):
-    return load_with_source(request.param)
+    return load_solutions(NAME, request.param)
 
 
 CHECKS = [
@@ -249,7 +236,7 @@ def test_scores_for_message_in_chinese():
 @settings(max_examples=40, deadline=None)
 def test_scores_for_solution_inverts_softmax(raw):
     w = np.array(raw) / np.sum(raw)
-    s = load_with_source("en")["scores_for"](w)
+    s = load_solutions(NAME, "en")["scores_for"](w)
     np.testing.assert_allclose(softmax(s), w, rtol=1e-10)
     assert s.max() == 0.0
 
@@ -315,7 +302,7 @@ def test_score_increase_accepts_other_correct_answers(right, capsys):
 def test_score_increase_solution_reaches_the_target(raw, target, data):
     scores = np.array(raw)
     k = data.draw(st.integers(0, len(raw) - 1))
-    delta = load_with_source("en")["score_increase"](scores, k, target)
+    delta = load_solutions(NAME, "en")["score_increase"](scores, k, target)
     raised = scores.copy()
     raised[k] += delta
     assert softmax(raised)[k] == pytest.approx(target, rel=1e-9)
@@ -419,7 +406,7 @@ def test_zero_temperature_solution_is_the_limit_of_the_soft_lookup(queries, temp
     keys = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 2.0]])
     values = np.arange(12.0).reshape(4, 3)
     cold = softmax(queries @ keys.T / temperature, axis=-1) @ values
-    limit = load_with_source("en")["zero_temperature_lookup"](queries, keys, values)
+    limit = load_solutions(NAME, "en")["zero_temperature_lookup"](queries, keys, values)
     np.testing.assert_allclose(limit, cold, atol=1e-9)
 
 

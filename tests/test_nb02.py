@@ -1,7 +1,6 @@
 """Notebook 02: its exercise checks accept the solution, refuse the stub and typical slips, and
 its widget's data follows the controls."""
 
-import linecache
 from functools import cache
 
 import matplotlib
@@ -16,26 +15,14 @@ from attention_course import cosine_similarity, project_qkv, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb02 as nb02_checks
 from attention_course.widgets import nb02
-from notebook_tools import failure, load_solutions, solution_cells, stub
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "02_qkv_projections.ipynb"
 
 
-def load_with_source(lang):
-    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
-    namespace = {"np": np, "attention_course": attention_course}
-    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
-    before = set(namespace)
-    for i, src in enumerate(solution_cells(lang, NAME)):
-        filename = f"<{lang}/{NAME}: solution {i}>"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        exec(compile(src, filename, "exec"), namespace)
-    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
-
-
 @pytest.fixture(scope="module", params=["en", "zh"])
 def solutions(request):
-    return load_with_source(request.param)
+    return load_solutions(NAME, request.param)
 
 
 # --------------------------------------------------------------------------- every check
@@ -156,7 +143,7 @@ def test_in_proj_reference_is_how_torch_projects():
 
 # --------------------------------------------------------------------------- exercise 2
 def one_way_shared(X, i, j):
-    W_Q, W_K = load_with_source("en")["one_way"](X, i, j)
+    W_Q, W_K = load_solutions(NAME, "en")["one_way"](X, i, j)
     return W_Q, W_Q                                  # W_K = W_Q: scores are symmetric
 
 
@@ -166,7 +153,7 @@ def one_way_forgets_row_j(X, i, j):
 
 
 def one_way_backwards(X, i, j):
-    return load_with_source("en")["one_way"](X, j, i)
+    return load_solutions(NAME, "en")["one_way"](X, j, i)
 
 
 def one_way_too_gentle(X, i, j):
@@ -180,7 +167,7 @@ def one_way_overflows(X, i, j):
 
 
 def one_way_wrong_shape(X, i, j):
-    W_Q, W_K = load_with_source("en")["one_way"](X, i, j)
+    W_Q, W_K = load_solutions(NAME, "en")["one_way"](X, i, j)
     return W_Q.T, W_K.T
 
 
@@ -237,7 +224,7 @@ def test_one_way_solution_on_the_notebook_sentence():
     from attention_course import examples
 
     X = examples.toy_embeddings(examples.IT_IS_A_CAT["en"], 8, seed=3)
-    W_Q, W_K = load_with_source("zh")["one_way"](X, 0, 3)
+    W_Q, W_K = load_solutions(NAME, "zh")["one_way"](X, 0, 3)
     A = softmax((X @ W_Q) @ (X @ W_K).T / np.sqrt(W_K.shape[1]), axis=-1)
     assert A[0, 3] > 0.99 and A[3, 0] < 0.01
 
@@ -389,7 +376,7 @@ def test_cosine_accepts_einsum(capsys):
 def test_cosine_solution_property_scale_invariance(vec, factor, flip):
     # The notebook's cosine ignores length: scaling one vector by c > 0 changes nothing,
     # by -c flips the sign.
-    cosine = load_with_source("en")["cosine"]
+    cosine = load_solutions(NAME, "en")["cosine"]
     a = np.array(vec)
     b = np.array([1.0, -2.0, 0.5])
     c = -factor if flip else factor
@@ -484,7 +471,7 @@ def test_widget_refuses_an_unknown_language():
 
 
 def one_way_as_lists(X, i, j):
-    W_Q, W_K = load_with_source("en")["one_way"](X, i, j)
+    W_Q, W_K = load_solutions(NAME, "en")["one_way"](X, i, j)
     return [W_Q.tolist(), W_K.tolist()]
 
 

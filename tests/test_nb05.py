@@ -6,7 +6,6 @@ through, fails on every classic mistake, and fails when the answer is or calls a
 library function.
 """
 
-import linecache
 
 import matplotlib
 import numpy as np
@@ -15,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
-import attention_course
 from attention_course import (
     alibi_bias,
     apply_rotary,
@@ -28,26 +26,14 @@ from attention_course.checks import CheckFailed
 from attention_course.checks import nb05 as checks
 from attention_course.positional import frequencies
 from attention_course.widgets import nb05 as widgets
-from notebook_tools import failure, load_solutions, solution_cells, stub
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "05_positional_encoding.ipynb"
 
 
-def load_with_source(lang):
-    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
-    namespace = {"np": np, "attention_course": attention_course}
-    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
-    before = set(namespace)
-    for i, src in enumerate(solution_cells(lang, NAME)):
-        filename = f"<{lang}/{NAME}: solution {i}>"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        exec(compile(src, filename, "exec"), namespace)
-    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
-
-
 @pytest.fixture(scope="module", params=["en", "zh"])
 def solutions(request):
-    return load_with_source(request.param)
+    return load_solutions(NAME, request.param)
 
 
 CHECKS = [

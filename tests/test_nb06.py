@@ -2,7 +2,6 @@
 the classic slips and the forbidden library functions, and its widget's projections follow the
 controls."""
 
-import linecache
 import math
 
 import numpy as np
@@ -11,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
-import attention_course
 from attention_course import (
     attend_one,
     attention_flops,
@@ -26,27 +24,15 @@ from attention_course import (
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb06 as nb06_checks
 from attention_course.widgets import nb06
-from notebook_tools import failure, load_solutions, solution_cells, stub
+from notebook_tools import failure, load_solutions, stub
 
 NAME = "06_quadratic_cost.ipynb"
 GIB = 2**30
 
 
-def load_with_source(lang):
-    """The notebook's solution functions, with their source readable (the no-loop check reads it)."""
-    namespace = {"np": np, "attention_course": attention_course}
-    namespace.update({k: getattr(attention_course, k) for k in attention_course.__all__})
-    before = set(namespace)
-    for i, src in enumerate(solution_cells(lang, NAME)):
-        filename = f"<{lang}/{NAME}: solution {i}>"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        exec(compile(src, filename, "exec"), namespace)
-    return {k: v for k, v in namespace.items() if k not in before and callable(v)}
-
-
 @pytest.fixture(scope="module", params=["en", "zh"])
 def solutions(request):
-    return load_with_source(request.param)
+    return load_solutions(NAME, request.param)
 
 
 # --------------------------------------------------------------------------- every check
