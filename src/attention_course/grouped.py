@@ -17,7 +17,7 @@ import numpy as np
 
 from ._validate import as_float_array, positive_int
 from .attention import scaled_dot_product_attention
-from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .multihead import MultiHeadAttention, _linear, check_layer_inputs, merge_heads, split_heads
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention", "repeat_kv"]
 
@@ -264,31 +264,17 @@ class GroupedQueryAttention:
         weights : ndarray, shape (..., L, S) or (..., H, L, S), or None
         """
         E, H, G = self.embed_dim, self.num_heads, self.num_kv_heads
-        query = as_float_array(query, "query", min_ndim=2)
-        key = query if key is None else as_float_array(key, "key", min_ndim=2)
-        value = key if value is None else as_float_array(value, "value", min_ndim=2)
-        for name, a in (("query", query), ("key", key), ("value", value)):
-            if a.shape[-1] != E:
-                raise ValueError(f"{name} has shape {a.shape}; its last axis must be embed_dim={E}")
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(
-                f"key and value must have the same number of positions S; got key {key.shape} "
-                f"and value {value.shape}"
-            )
+        query, key, value = check_layer_inputs(query, key, value, E)
         dtype = query.dtype
         cast = [None if a is None else a.astype(dtype, copy=False) for a in self._arrays()]
         W_q, W_k, W_v, W_o, b_q, b_k, b_v, b_o = cast
 
-        def linear(x, W, b):
-            y = x @ W.T
-            return y if b is None else y + b
-
-        q = split_heads(linear(query, W_q, b_q), H)                   # (..., H, L, d_k)
-        k = split_heads(linear(key, W_k, b_k), G)                     # (..., G, S, d_k)
-        v = split_heads(linear(value, W_v, b_v), G)                   # (..., G, S, d_k)
+        q = split_heads(_linear(query, W_q, b_q), H)                   # (..., H, L, d_k)
+        k = split_heads(_linear(key, W_k, b_k), G)                     # (..., G, S, d_k)
+        v = split_heads(_linear(value, W_v, b_v), G)                   # (..., G, S, d_k)
         heads, weights = grouped_query_attention(q, k, v, attn_mask=attn_mask,
                                                  is_causal=is_causal, return_weights=True)
-        out = linear(merge_heads(heads), W_o, b_o)                    # (..., L, E)
+        out = _linear(merge_heads(heads), W_o, b_o)                    # (..., L, E)
         if not need_weights:
             return out, None
         if average_attn_weights:

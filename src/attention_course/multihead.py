@@ -156,6 +156,26 @@ def _as_additive(mask, cdtype):
     return mask
 
 
+def check_layer_inputs(query, key, value, embed_dim: int):
+    """Validate an attention layer's inputs; key defaults to query and value to key.
+
+    query (..., L, E), key (..., S, E), value (..., S, E) with E = ``embed_dim``; returns the three
+    as floating arrays. Shared by every layer that projects from width E.
+    """
+    query = as_float_array(query, "query", min_ndim=2)
+    key = query if key is None else as_float_array(key, "key", min_ndim=2)
+    value = key if value is None else as_float_array(value, "value", min_ndim=2)
+    for name, a in (("query", query), ("key", key), ("value", value)):
+        if a.shape[-1] != embed_dim:
+            raise ValueError(f"{name} has shape {a.shape}; its last axis must be embed_dim={embed_dim}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same number of positions S; got key {key.shape} "
+            f"and value {value.shape}"
+        )
+    return query, key, value
+
+
 class MultiHeadAttention:
     """H attention heads side by side, then one output projection.
 
@@ -233,19 +253,7 @@ class MultiHeadAttention:
         return W_q, W_k, W_v, b_q, b_k, b_v
 
     def _check_inputs(self, query, key, value):
-        E = self.embed_dim
-        query = as_float_array(query, "query", min_ndim=2)
-        key = query if key is None else as_float_array(key, "key", min_ndim=2)
-        value = key if value is None else as_float_array(value, "value", min_ndim=2)
-        for name, a in (("query", query), ("key", key), ("value", value)):
-            if a.shape[-1] != E:
-                raise ValueError(f"{name} has shape {a.shape}; its last axis must be embed_dim={E}")
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(
-                f"key and value must have the same number of positions S; got key {key.shape} "
-                f"and value {value.shape}"
-            )
-        return query, key, value
+        return check_layer_inputs(query, key, value, self.embed_dim)
 
     def __call__(self, query, key=None, value=None, attn_mask=None, key_padding_mask=None,
                  is_causal: bool = False, need_weights: bool = True,
