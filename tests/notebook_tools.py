@@ -215,3 +215,15 @@ def english_words(text: str) -> int:
 def snippet(text: str, start: int, end: int, width: int = 12) -> str:
     """``text[start:end]`` with ``width`` characters either side, on one line."""
     return text[max(0, start - width):end + width].replace("\n", "⏎")
+
+
+def load_tool(name: str):
+    """Import one of the maintainer scripts in .ci/ (``name`` without ``.py``) as a module."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module      # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

@@ -16,21 +16,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from notebook_tools import ROOT, nbgrader_meta, notebook_names
+from notebook_tools import ROOT, load_tool, nbgrader_meta, notebook_names
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                                 reason="nbgrader is an instructor tool (requirements-dev.txt)")
 
 LANG = "en"
 GRADE = ROOT / ".ci" / "grade.py"
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module      # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def fastest_notebook() -> str:

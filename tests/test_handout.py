@@ -19,21 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from notebook_tools import ROOT, nbgrader_meta
+from notebook_tools import ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nbgrader") is None or shutil.which("make") is None,
     reason="the hand-out is built with nbgrader (requirements-dev.txt) and run by make")
 
 LANG = "en"
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module      # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def borrowed_packages(dest: Path) -> Path:

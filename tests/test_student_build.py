@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from notebook_tools import LANGS, ROOT, nbgrader_meta
+from notebook_tools import LANGS, ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                                 reason="nbgrader is an instructor tool (requirements-dev.txt)")
@@ -28,14 +28,6 @@ def names(lang: str) -> list[str]:
 
 CASES = [(lang, name) for lang in LANGS for name in names(lang)]
 TEXT_SUFFIXES = {".ipynb", ".md", ".txt", ".py", ""}
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module      # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
