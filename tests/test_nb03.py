@@ -1,7 +1,7 @@
 """Notebook 03: its exercise checks decide, and its widget reacts to its controls.
 
-For every check: it passes on the notebook's solution (both languages) and on other correct
-answers (float32 throughout, einsum, loops, lists), lets the stub's NotImplementedError through,
+For every check (the solution, the stub and the language: tests/test_every_check.py): it passes on
+other correct answers (float32 throughout, einsum, loops, lists), lets the stub's NotImplementedError through,
 fails on every classic mistake with a message that names the input (and the mistake when it
 recognises it), and fails when the answer is, or calls, a function the exercise forbids.
 """
@@ -26,7 +26,7 @@ from attention_course import (
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb03 as checks
 from attention_course.widgets import nb03 as widgets
-from notebook_tools import failure, load_solutions, stub
+from notebook_tools import failure, load_solutions
 
 NAME = "03_scaled_dot_product.ipynb"
 
@@ -40,32 +40,6 @@ def swap(a):
     return np.swapaxes(a, -1, -2)
 
 
-# --- every check: the solution passes in one line, the stub's error goes through ----------------
-
-CHECKS = [
-    ("my_attention", checks.check_attention),
-    ("my_causal_mask", checks.check_causal_mask),
-    ("my_padding_mask", checks.check_padding_mask),
-    ("score_scale", checks.check_score_scale),
-]
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_passes_on_the_solution_with_one_line(solutions, name, check, capsys):
-    check(solutions[name], lang="en")
-    out = capsys.readouterr().out
-    assert out.startswith("✓") and out.count("\n") == 1, out
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_lets_the_stub_error_through(name, check):
-    with pytest.raises(NotImplementedError):
-        check(stub, lang="en")
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_refuses_something_that_is_not_a_function(name, check):
-    assert "expected a function" in failure(check, 42)
 
 
 def test_check_messages_in_chinese():

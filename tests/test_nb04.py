@@ -1,7 +1,7 @@
 """Notebook 04 (multi-head attention): its exercise checks and its widget.
 
-For every check: it passes on the notebook's solution (both languages) and on other correct
-answers (einsum, loops, float32, lists), lets the stub's NotImplementedError through, fails on
+For every check (the solution, the stub and the language: tests/test_every_check.py): it passes on
+other correct answers (einsum, loops, float32, lists), lets the stub's NotImplementedError through, fails on
 every classic mistake with a message naming the input (and the mistake), and fails when the
 answer is, or calls, a function the exercise forbids.
 """
@@ -24,39 +24,9 @@ from attention_course import (
 )
 from attention_course.checks import nb04 as nb04_checks
 from attention_course.widgets import nb04
-from notebook_tools import failure, load_solutions, stub
+from notebook_tools import failure, load_solutions
 
 NAME = "04_multi_head_attention.ipynb"
-
-
-@pytest.fixture(scope="module", params=["zh", "en"])
-def solutions(request):
-    return load_solutions(NAME, lang=request.param)
-
-
-CHECKS = [
-    ("head_contributions", nb04_checks.check_head_contributions),
-    ("grouped_attention", nb04_checks.check_grouped_attention),
-    ("grouped_num_parameters", nb04_checks.check_grouped_num_parameters),
-]
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_passes_on_the_solution_with_one_line(solutions, name, check, capsys):
-    check(solutions[name], lang="en")
-    out = capsys.readouterr().out
-    assert out.startswith("✓") and out.count("\n") == 1, out
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_lets_the_stub_error_through(name, check):
-    with pytest.raises(NotImplementedError):
-        check(stub, lang="en")
-
-
-@pytest.mark.parametrize("name, check", CHECKS, ids=[n for n, _ in CHECKS])
-def test_check_refuses_something_that_is_not_a_function(name, check):
-    assert "expected a function" in failure(check, 42)
 
 
 def test_check_messages_in_chinese():

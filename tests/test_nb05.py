@@ -1,7 +1,7 @@
 """Notebook 05 (positional encoding): its exercise checks, its widget, its solutions' properties.
 
-For every check: it passes on the notebook's solution (both editions) and on other correct
-answers (float32, lists, einsum, loops where allowed), lets the stub's NotImplementedError
+For every check (the solution, the stub and the language: tests/test_every_check.py): it passes on
+other correct answers (float32, lists, einsum, loops where allowed), lets the stub's NotImplementedError
 through, fails on every classic mistake, and fails when the answer is or calls a forbidden
 library function.
 """
@@ -26,7 +26,7 @@ from attention_course.checks import CheckFailed
 from attention_course.checks import nb05 as checks
 from attention_course.positional import frequencies
 from attention_course.widgets import nb05 as widgets
-from notebook_tools import failure, load_solutions, stub
+from notebook_tools import failure, load_solutions
 
 NAME = "05_positional_encoding.ipynb"
 
@@ -34,32 +34,6 @@ NAME = "05_positional_encoding.ipynb"
 @pytest.fixture(scope="module", params=["en", "zh"])
 def solutions(request):
     return load_solutions(NAME, request.param)
-
-
-CHECKS = [
-    ("positional_encoding", checks.check_positional_encoding),
-    ("shift_matrix", checks.check_shift_matrix),
-    ("permutation_matrix", checks.check_permutation_matrix),
-    ("alibi", checks.check_alibi),
-    ("rope", checks.check_rope),
-]
-
-
-def test_both_editions_hold_the_same_exercises():
-    assert set(load_solutions(NAME, "en")) == set(load_solutions(NAME, "zh")) == {n for n, _ in CHECKS}
-
-
-@pytest.mark.parametrize("fn_name, check", CHECKS, ids=[c[0] for c in CHECKS])
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_check_passes_on_the_notebook_solution(solutions, fn_name, check, lang, capsys):
-    check(solutions[fn_name], lang=lang)
-    assert capsys.readouterr().out.startswith("✓")
-
-
-@pytest.mark.parametrize("fn_name, check", CHECKS, ids=[c[0] for c in CHECKS])
-def test_check_lets_the_stub_error_through(fn_name, check):
-    with pytest.raises(NotImplementedError):
-        check(stub, lang="en")
 
 
 # --------------------------------------------------------------------- exercise 1: the encoding

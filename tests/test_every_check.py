@@ -1,0 +1,73 @@
+"""What every exercise check does, read off the notebooks' own check cells.
+
+Each check cell of every notebook calls ``nbNN_checks.check_x(answer)``; for each such pair this
+file proves: the notebook's solution passes in the notebook's language, with one line of output;
+the student copy's stub stops with its NotImplementedError; something that is not a function is
+refused with a message; a wrong answer is reported in Chinese for the Chinese notebook. What each
+check catches is tested beside its notebook, in tests/test_nbNN.py.
+"""
+
+import importlib
+import re
+
+import pytest
+
+from attention_course.checks import CheckFailed
+from notebook_tools import LANGS, failure, load, load_solutions, nbgrader_meta, notebook_names, source, stub
+
+CALL = re.compile(r"^(nb\d\d)_checks\.(check_\w+)\((\w+)\)\s*$")
+
+
+def check_calls(lang: str, name: str) -> list[tuple[str, str, str]]:
+    """(module, check function, answer name) of every check cell, in order."""
+    calls = []
+    for cell in load(lang, name)["cells"]:
+        if cell["cell_type"] == "code" and nbgrader_meta(cell).get("grade"):
+            match = CALL.match(source(cell).strip())
+            assert match, f"{lang}/{name}: check cell is not one call of a check:\n{source(cell)}"
+            calls.append(match.groups())
+    return calls
+
+
+CASES = [(lang, name, *call) for name in notebook_names() for lang in LANGS
+         for call in check_calls(lang, name)]
+IDS = [f"{lang}/{name[:2]}-{answer}" for lang, name, _, _, answer in CASES]
+
+
+def check_of(module: str, function: str):
+    return getattr(importlib.import_module(f"attention_course.checks.{module}"), function)
+
+
+@pytest.mark.parametrize("name", notebook_names())
+def test_both_languages_check_the_same_answers_with_the_same_checks(name):
+    assert check_calls("zh", name) == check_calls("en", name)
+    assert set(load_solutions(name, "zh")) == set(load_solutions(name, "en"))
+
+
+@pytest.mark.parametrize(("lang", "name", "module", "function", "answer"), CASES, ids=IDS)
+def test_the_notebook_solution_passes_in_one_line(lang, name, module, function, answer, capsys):
+    solution = load_solutions(name, lang)[answer]
+    check_of(module, function)(solution, lang=lang)
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and out.count("\n") == 1, out
+
+
+@pytest.mark.parametrize(("lang", "name", "module", "function", "answer"), CASES, ids=IDS)
+def test_the_stub_stops_with_its_own_error(lang, name, module, function, answer):
+    with pytest.raises(NotImplementedError):
+        check_of(module, function)(stub, lang=lang)
+
+
+@pytest.mark.parametrize(("lang", "name", "module", "function", "answer"), CASES, ids=IDS)
+def test_something_that_is_not_a_function_is_refused(lang, name, module, function, answer):
+    with pytest.raises(CheckFailed):
+        check_of(module, function)(42, lang=lang)
+
+
+@pytest.mark.parametrize(("lang", "name", "module", "function", "answer"), CASES, ids=IDS)
+def test_a_wrong_answer_is_reported_in_the_notebooks_language(lang, name, module, function, answer):
+    msg = failure(check_of(module, function), lambda *args, **kwargs: None, lang=lang)
+    if lang == "zh":
+        assert "未通过" in msg, msg
+    else:
+        assert "failed" in msg, msg
