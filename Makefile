@@ -30,7 +30,7 @@ lab: $(LEARNER_STAMP)
 
 ## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
 test: $(DEV_STAMP)
-	$(BIN)/ruff check src tests benchmarks .ci
+	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
 	$(PY) -m pytest -n 2 --dist loadfile tests src
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
@@ -42,21 +42,21 @@ test-notebooks: $(DEV_STAMP)
 
 ## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
 notebooks: $(DEV_STAMP)
-	$(PY) .ci/execute_notebooks.py $(NOTEBOOKS)
+	$(PY) maintainer/execute_notebooks.py $(NOTEBOOKS)
 
 ## make student: one self-contained hand-out per language in build/student/{zh,en}/: student
 ## notebooks (nbgrader: solutions removed, outputs cleared), figures, the library as a wheel.
 student: $(DEV_STAMP)
-	$(PY) .ci/build_student.py --out build/student
+	$(PY) instructor/build_student.py --out build/student
 
 ## make grade SUBMITTED=folder (one subfolder per student): nbgrader generate_assignment, autograde,
 ## generate_feedback in build/grade/; prints a table by student and notebook, writes build/grade/grades.csv.
 grade: $(DEV_STAMP)
-	$(PY) .ci/grade.py $(SUBMITTED)
+	$(PY) instructor/grade.py $(SUBMITTED)
 
 ## make figures: regenerate every image in figures/ from the library's plotting functions.
 figures: $(DEV_STAMP)
-	$(PY) .ci/make_figures.py
+	$(PY) maintainer/make_figures.py
 
 ## make bench: side-by-side attention benchmark (no mask, causal, key padding) against PyTorch
 ## SDPA, installed from benchmarks/requirements.txt, and notebook timings; then the training-step

@@ -49,7 +49,7 @@ c.Execute.timeout = 120
 os.environ.setdefault("PYTHONHASHSEED", "0")
 # nbclient mirrors each ipywidgets Output widget and echoes its state back to the kernel while it
 # waits for the execute reply; now and then the reply is missed and the cell runs into the timeout
-# (jupyter/nbclient#312). Grading needs no echo (.ci/execute_notebooks.py does the same).
+# (jupyter/nbclient#312). Grading needs no echo (maintainer/execute_notebooks.py does the same).
 try:
     from nbclient import output_widget
 

@@ -606,7 +606,7 @@ def time_notebook(path: Path, timeout: int = 300, log=print) -> float:
     import nbformat
     from nbclient import NotebookClient, output_widget
 
-    # As in .ci/execute_notebooks.py: nbclient echoes each Output widget's state back to the
+    # As in maintainer/execute_notebooks.py: nbclient echoes each Output widget's state back to the
     # kernel while waiting for a reply, now and then misses the reply and stalls until the
     # cell timeout (jupyter/nbclient#312); the kernel needs no echo.
     output_widget.OutputWidget.sync_state = lambda self: None

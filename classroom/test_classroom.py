@@ -9,7 +9,7 @@ environment's Python. What happens, every step through the hub:
 2. everyone logs in through the hub's login form and makes a token with that session; the five
    servers start at once through the hub's REST API, each as its own Unix user;
 3. the instructor, in a kernel of their own server, works in a clone of the course in their home:
-   ``.ci/grade.py``'s nbgrader set-up (the one ``make grade`` uses, settings from the repository's
+   ``instructor/grade.py``'s nbgrader set-up (the one ``make grade`` uses, settings from the repository's
    ``nbgrader_config.py``) generates notebook 01 of each language as an assignment (``en``, ``zh``)
    and releases it to the exchange;
 4. each student, in their own kernel, runs ``nbgrader fetch_assignment``, edits the notebook as a
@@ -156,8 +156,8 @@ def clone_course(home: Path, owner: str) -> Path:
     shutil.copytree(ROOT / "notebooks", clone / "notebooks",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     shutil.copytree(ROOT / "figures", clone / "figures")
-    (clone / ".ci").mkdir()
-    shutil.copy2(ROOT / ".ci" / "grade.py", clone / ".ci")
+    (clone / "instructor").mkdir()
+    shutil.copy2(ROOT / "instructor" / "grade.py", clone / "instructor")
     subprocess.run(["chown", "-R", f"{owner}:{owner}", str(clone)], check=True)
     return clone
 
@@ -168,7 +168,7 @@ def instructor_code(clone: Path, body: str) -> str:
         import os, sys, json
         from pathlib import Path
         os.chdir({str(clone)!r})
-        sys.path.insert(0, {str(clone / ".ci")!r})
+        sys.path.insert(0, {str(clone / "instructor")!r})
         import grade
         Path({str(clone / "course")!r}).mkdir(exist_ok=True)   # nbgrader's course directory (gitignored)
         api = grade.nbgrader_api(Path({str(clone / "course")!r}))

@@ -217,12 +217,16 @@ def snippet(text: str, start: int, end: int, width: int = 12) -> str:
     return text[max(0, start - width):end + width].replace("\n", "⏎")
 
 
+TOOL_DIRS = ("instructor", "maintainer")
+
+
 def load_tool(name: str):
-    """Import one of the maintainer scripts in .ci/ (``name`` without ``.py``) as a module."""
+    """Import one of the scripts in instructor/ or maintainer/ (``name`` without ``.py``) as a module."""
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    path = next(ROOT / d / f"{name}.py" for d in TOOL_DIRS if (ROOT / d / f"{name}.py").exists())
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module      # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                                 reason="nbgrader is an instructor tool (requirements-dev.txt)")
 
 LANG = "en"
-GRADE = ROOT / ".ci" / "grade.py"
+GRADE = ROOT / "instructor" / "grade.py"
 
 
 def fastest_notebook() -> str:

@@ -18,7 +18,7 @@ NotImplementedError()``, hidden tests go, check cells are locked and outputs are
 The notebooks sit two levels down, as in the repository, so that every relative link they hold
 (``../../figures/...``) stays valid. The instructor notebooks and their solutions do not ship.
 
-Usage: python .ci/build_student.py [--out build/student] [--lang zh --lang en]
+Usage: python instructor/build_student.py [--out build/student] [--lang zh --lang en]
 """
 
 from __future__ import annotations

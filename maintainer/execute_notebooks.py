@@ -4,7 +4,7 @@ Widget state is not stored (GitHub cannot render it; the static figure after eve
 what readers see there), and the widget-view bundle of a displayed widget is dropped, leaving
 its plain-text stand-in.
 
-Usage: python .ci/execute_notebooks.py notebooks/zh/01_library_analogy.ipynb ...
+Usage: python maintainer/execute_notebooks.py notebooks/zh/01_library_analogy.ipynb ...
 """
 
 from __future__ import annotations

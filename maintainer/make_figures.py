@@ -4,7 +4,7 @@ For every widget of the course (each Explorer subclass in attention_course.widge
 static figure of its default setting, in both languages: figures/widget_nbNN_<Name>_<lang>.png.
 (The benchmark plot comes from `make bench`, the browser screenshots from `make test-browser`.)
 
-Usage: python .ci/make_figures.py [nbNN ...]    (only those notebooks' widgets; default: all)
+Usage: python maintainer/make_figures.py [nbNN ...]    (only those notebooks' widgets; default: all)
 
 Notebook 07's explorer trains its four default models first (a few seconds).
 """

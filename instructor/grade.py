@@ -1,6 +1,6 @@
 """Grade a class's returned notebooks with nbgrader, and print a table by student and notebook.
 
-Usage: python .ci/grade.py SUBMITTED [--out build/grade] [--csv FILE]
+Usage: python instructor/grade.py SUBMITTED [--out build/grade] [--csv FILE]
 
 SUBMITTED holds one folder per student, named by the student's id, each holding the notebooks that
 student returned, under their own names (``alice/01_library_analogy.ipynb``). nbgrader's own layout,
