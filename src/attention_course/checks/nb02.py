@@ -77,7 +77,7 @@ def check_qkv_from_in_proj(learner, *, lang: str | None = None) -> None:
     """
     check_function(
         learner, _qkv_from_in_proj_reference, _in_proj_cases(), lang=lang,
-        name={"zh": "拆开 PyTorch 打包的权重", "en": "PyTorch's packed weights"},
+        name={"zh": "拆开 PyTorch 打包的投影矩阵", "en": "PyTorch's packed weights"},
         hint={"zh": "先想清楚哪几行属于查询、哪几行属于键和值（沿哪个轴切？），再想 PyTorch 的"
                     "（输出，输入）布局和我们的 (d_model, d_k) 布局差了什么。d_model 是方阵的边长，"
                     "忘了这一步形状也不会报错。按 (Q, K, V) 的顺序返回。",
