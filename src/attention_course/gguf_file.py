@@ -31,6 +31,10 @@ MAGIC = b"GGUF"
 TENSOR_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20),
                 8: ("Q8_0", 32, 34)}
 
+# Names of some other ggml types, for the error message.
+_OTHER_TYPES = {6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K",
+                14: "Q6_K", 15: "Q8_K", 30: "BF16"}
+
 # Metadata value types: struct code of the scalar types, then string (8) and array (9).
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
             11: "<q", 12: "<d"}
@@ -50,7 +54,9 @@ class TensorInfo:
 
     @property
     def type_name(self) -> str:
-        return TENSOR_TYPES.get(self.type_id, (f"type {self.type_id}",))[0]
+        if self.type_id in TENSOR_TYPES:
+            return TENSOR_TYPES[self.type_id][0]
+        return _OTHER_TYPES.get(self.type_id, f"ggml type {self.type_id}")
 
 
 class _Cursor:
