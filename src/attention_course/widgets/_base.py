@@ -140,6 +140,7 @@ class Explorer:
         self._shown = False
         self._lock = threading.RLock()
         self._live = None           # (fig, art, animated artists, background, layout key)
+        self._pending = set()       # animated artists of a figure whose background is captured
         self._values = self.values()
         self.data = self.compute(**self._values)
         for control in self.controls.values():
@@ -165,9 +166,10 @@ class Explorer:
 
     def figure(self):
         """A static pyplot figure of the current setting (for readers who cannot run the widget)."""
-        data = self.compute(**self.values())
-        if self._legacy:
-            return self.draw(data)
+        return self.draw(self.compute(**self.values()))
+
+    def draw(self, data: dict):
+        """A static pyplot figure of ``data``: built and updated once, nothing animated."""
         fig = plt.figure(figsize=self.figsize)
         art = self.build(fig, data)
         self.update(art, data)
@@ -184,7 +186,7 @@ class Explorer:
     # -- the machinery ---------------------------------------------------------------------
     @property
     def _legacy(self) -> bool:
-        return type(self).build is Explorer.build and hasattr(self, "draw")
+        return type(self).build is Explorer.build and type(self).draw is not Explorer.draw
 
     def _on_change(self, _change) -> None:
         self.refresh()
@@ -223,16 +225,20 @@ class Explorer:
             self._live = self._build_live(data, key)
         fig, art, animated, background, _ = self._live
         changed = list(self.update(art, data))
-        if not set(changed) <= animated:
+        new = [a for a in changed if a not in animated]
+        if new:
             # An artist not seen before: it joins the animated ones and the background is
             # captured again without it.
-            animated |= set(changed)
-            for a in changed:
+            animated.update(dict.fromkeys(new))
+            for a in new:
                 a.set_animated(True)
+            self._pending = animated
             background = self._capture(fig)
             self._live = (fig, art, animated, background, key)
         canvas = fig.canvas
         canvas.restore_region(background)
+        # in a fixed order (zorder, then the order update() gave): the same values always give
+        # the same pixels
         for a in sorted(animated, key=lambda a: a.get_zorder()):
             fig.draw_artist(a)
         return encode_png(np.asarray(canvas.buffer_rgba()))
@@ -243,14 +249,29 @@ class Explorer:
         fig = Figure(figsize=self.figsize, dpi=self.dpi)
         FigureCanvasAgg(fig)    # an Agg canvas of its own: not a pyplot figure, never shown twice
         art = self.build(fig, data)
-        animated = set(self.update(art, data))
+        animated = dict.fromkeys(self.update(art, data))      # an ordered set
+        # One full draw first lays everything out as in the static figure; then the titles stay
+        # where they are (an Axes places its titles on every draw, and a hidden title of the
+        # background's draw would be placed wrongly).
+        fig.canvas.draw()
+        for ax in fig.axes:
+            ax._autotitlepos = False
         for a in animated:
             a.set_animated(True)
+        self._pending = animated
         return fig, art, animated, self._capture(fig), key
 
-    @staticmethod
-    def _capture(fig: Figure):
-        fig.canvas.draw()       # everything but the animated artists
+    def _capture(self, fig: Figure):
+        # Everything but the animated artists. Axes leave animated children out by themselves,
+        # but an axis draws its own label whatever: hide them all for this one draw.
+        hidden = [a for a in self._pending if a.get_visible()]
+        for a in hidden:
+            a.set_visible(False)
+        try:
+            fig.canvas.draw()
+        finally:
+            for a in hidden:
+                a.set_visible(True)
         return fig.canvas.copy_from_bbox(fig.bbox)
 
     def _mimebundle(self) -> dict:
