@@ -147,7 +147,7 @@ def check_layer_attention(learner, lang: str | None = None) -> None:
             "Key/value heads shared the wrong way: consecutive query heads share one, head h "
             "reads key/value head h // (H/G), not h % G.")),
         (_layer_weights(*probe, transpose=True), _label(
-            "投影转置了：权重按 (输出, 输入) 存，投影是 x @ W.T。",
+            "投影转置了：权重按（输出，输入）存，投影是 x @ W.T。",
             "A transposed projection: the weights are stored (out, in), so a projection is "
             "x @ W.T.")),
         (_layer_weights(*probe, rope="none"), _label(
