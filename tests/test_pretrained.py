@@ -100,7 +100,8 @@ def test_other_architecture(tmp_path):
 def test_unsupported_tensor_type(tmp_path):
     _tiny_gguf(tmp_path / "q.gguf", tensor_type=gguf.GGMLQuantizationType.Q5_0)
     f = gguf_file.read_gguf(tmp_path / "q.gguf")
-    with pytest.raises(gguf_file.GGUFError, match="stored as Q5_0; this reader supports F32, F16, Q4_0, Q4_1, Q8_0"):
+    with pytest.raises(gguf_file.GGUFError,
+                       match="stored as Q5_0; this reader supports F32, F16, Q4_0, Q4_1, Q8_0"):
         f.array("w")
 
 

@@ -137,7 +137,7 @@ def _build_tokenizer(metadata: dict):
     if types is not None:
         # control tokens such as <|im_start|> stay whole when they appear in the text
         special = [AddedToken(t, special=True, normalized=False)
-                   for t, kind in zip(tokens, types) if kind == 3]
+                   for t, kind in zip(tokens, types, strict=True) if kind == 3]
         tok.add_special_tokens(special)
     return tok
 
@@ -514,7 +514,7 @@ def load(path=None) -> PretrainedModel:
         f._info(n)                                      # unsupported tensor types fail here, early
     # NumPy's ufuncs release the GIL, so two threads dequantize in about half the time on 2 cores.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        arrays = dict(zip(names, pool.map(f.array, names)))
+        arrays = dict(zip(names, pool.map(f.array, names), strict=True))
     layers = [{key: arrays[f"blk.{i}.{t}.weight"] for key, t in _LAYER_TENSORS.items()}
               for i in range(config.n_layers)]
     embedding = arrays["token_embd.weight"]

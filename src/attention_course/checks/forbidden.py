@@ -54,19 +54,19 @@ from ..decoding import KVCache, attend_one, decode_causal, merge_softmax_states,
 from ..grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from ..multihead import MultiHeadAttention, multi_head_attention_reference
 from ..optim import Adam
-from ..pretrained import (
-    PretrainedModel,
-    first_token_scores,
-    forward_flops,
-    induction_scores,
-    previous_token_scores,
-)
 from ..positional import (
     alibi_bias,
     apply_rotary,
     frequencies,
     position_shift_matrix,
     sinusoidal_positional_encoding,
+)
+from ..pretrained import (
+    PretrainedModel,
+    first_token_scores,
+    forward_flops,
+    induction_scores,
+    previous_token_scores,
 )
 from ..projections import cosine_similarity
 from ..softmax import softmax

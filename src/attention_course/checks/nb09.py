@@ -196,7 +196,7 @@ def _synthetic_maps(seed, n_layers, H, period, n_induction=N_TOP):
     cells = rng.permutation(n_layers * H)
     kinds = ["induction"] * n_induction + ["duplicate"] * 3 + ["previous"] * 3 + ["sink"] * 3
     planted = {}
-    for cell, kind in zip(cells, kinds):
+    for cell, kind in zip(cells, kinds, strict=False):
         planted[(int(cell // H), int(cell % H))] = kind
     t = np.arange(T)
     for (layer, head), kind in planted.items():

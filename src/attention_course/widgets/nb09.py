@@ -10,7 +10,6 @@ chosen head framed.
 from __future__ import annotations
 
 import ipywidgets as w
-import numpy as np
 from matplotlib.patches import Rectangle
 
 from .. import plots
@@ -50,7 +49,8 @@ class RealModelExplorer(Explorer):
 
     Parameters
     ----------
-    model : attention_course.pretrained.PretrainedModel
+    model : attention_course.pretrained.PretrainedModel, optional
+        Default: :func:`attention_course.pretrained.load` (the installed SmolLM2-135M).
     lang : {"zh", "en"}
     sentence : str
         Starting sentence, a key of :data:`SENTENCES`, the repeat, or ``"free"``.
@@ -73,9 +73,13 @@ class RealModelExplorer(Explorer):
 
     figsize = (11, 5.2)
 
-    def __init__(self, model, lang: str = "en", sentence: str = "trophy (big)", layer: int = 13,
-                 head: int = 8):
+    def __init__(self, model=None, lang: str = "en", sentence: str = "trophy (big)",
+                 layer: int = 13, head: int = 8):
         self.lang = check_lang(lang)
+        if model is None:
+            from ..pretrained import load
+
+            model = load()
         self.model = model
         text = _TEXT[lang]
         c = model.config
