@@ -54,13 +54,14 @@ def _hint(learner, args, variants, default, forbidden_calls=()):
 LAYER_NAME = _label("练习 1（从原始权重算出一层的注意力）",
                     "Exercise 1 (one layer's attention from the raw weights)")
 LAYER_HINT = _label(
-    "顺序是：RMSNorm（除以每行平方均值加 eps 的平方根，再乘 attn_norm）→ 用 x @ W.T 做投影 → "
-    "按头拆开 → 对 q 和 k 做 RoPE（相邻两维 (2i, 2i+1) 一对，转 pos·base^(-2i/d_k)）→ "
-    "查询头 h 读键/值头 h // (H/G) → 缩放、因果掩码、softmax。",
-    "In order: RMSNorm (divide each row by the square root of its mean square plus eps, times "
-    "attn_norm) → projections as x @ W.T → split into heads → RoPE on q and k (pairs (2i, 2i+1) "
-    "turned by pos·base^(-2i/d_k)) → query head h reads key/value head h // (H/G) → scale, "
-    "causal mask, softmax.")
+    "顺序是：RMSNorm（每行除以它平方均值加 eps 后的平方根，再乘 attn_norm）→ 投影（权重按"
+    "（输出，输入）存放，要乘它的转置）→ 按头拆开 → 对 q 和 k 做 RoPE（相邻的两个分量组成一对，"
+    "各按自己的频率转）→ 相邻的几个查询头共用一个键/值头 → 缩放、因果掩码、softmax。",
+    "In order: RMSNorm (each row divided by the square root of its mean square plus eps, then "
+    "times attn_norm) → projections (the weights are stored (out, in), so multiply by their "
+    "transpose) → split into heads → RoPE on q and k (neighbouring components form the pairs, "
+    "each turned at its own frequency) → consecutive query heads share one key/value head → "
+    "scale, causal mask, softmax.")
 
 
 def _rms(x, w, eps):
@@ -147,9 +148,9 @@ def check_layer_attention(learner, lang: str | None = None) -> None:
             "Key/value heads shared the wrong way: consecutive query heads share one, head h "
             "reads key/value head h // (H/G), not h % G.")),
         (_layer_weights(*probe, transpose=True), _label(
-            "投影转置了：权重按（输出，输入）存，投影是 x @ W.T。",
-            "A transposed projection: the weights are stored (out, in), so a projection is "
-            "x @ W.T.")),
+            "投影转置了：权重按（输出，输入）存，投影要乘的是它的转置。",
+            "A transposed projection: the weights are stored (out, in), so a projection "
+            "multiplies by their transpose.")),
         (_layer_weights(*probe, rope="none"), _label(
             "没做 RoPE：q 和 k 在打分前都要按位置旋转。", "No RoPE: q and k must be rotated by "
             "position before the scores.")),
@@ -304,13 +305,13 @@ def _prev_score(w):
 
 SHARE_NAME = _label("练习 3（n² 核心占多少运算）", "Exercise 3 (the share of the n² core)")
 SHARE_HINT = _label(
-    "每层：q 和输出投影各 2·T·E·(H·d_k)，k 和 v 只有 G·d_k 宽（各 2·T·E·G·d_k）；MLP 三个矩阵"
-    "2·T·E·d_ff 各一次；核心是每个查询头 2·T²·d_k（打分）加 2·T²·d_k（加权求和）。"
-    "所有层加起来，再加上最后到词表的 2·T·E·V。返回核心占全部的比例。",
-    "Per layer: the q and output projections 2·T·E·(H·d_k) each, k and v only G·d_k wide "
-    "(2·T·E·G·d_k each); the MLP's three matrices 2·T·E·d_ff each; the core 2·T²·d_k (scores) "
-    "plus 2·T²·d_k (weighted sum) per query head. Sum over layers, add the output layer "
-    "2·T·E·V, and return the core's fraction of the total.")
+    "每个乘加算 2 次运算。每层有四个投影（K 和 V 只有 G 个头宽）和 MLP 的三个矩阵，它们随 T 线性"
+    "增长；核心对每个查询头有打分和加权求和两步，随 T 的平方增长。所有层加起来，再加上最后通向"
+    "词表的输出层，用核心除以总数。",
+    "Count 2 operations per multiply-add. Each layer has four projections (K and V only G heads "
+    "wide) and the MLP's three matrices, all growing with T; the core has two steps per query "
+    "head, the scores and the weighted sum, growing with the square of T. Add up the layers and "
+    "the output layer to the vocabulary, and divide the core by the total.")
 
 
 def _reference_share(config, T):
