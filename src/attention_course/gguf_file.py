@@ -80,6 +80,24 @@ class _Cursor:
         self.pos += n
         return s
 
+    def _strings(self, n: int) -> list[str]:
+        # one tight loop: a vocabulary holds tens of thousands of short strings
+        out, buf, pos, end = [], self.buf, self.pos, len(self.buf)
+        unpack, append = struct.Struct("<Q").unpack_from, out.append
+        try:
+            for _ in range(n):
+                (size,) = unpack(buf, pos)
+                pos += 8
+                if pos + size > end:
+                    raise struct.error
+                append(str(buf[pos:pos + size], "utf-8", "replace"))
+                pos += size
+        except struct.error:
+            raise GGUFError(f"{self.path}: the file ends in the middle of its header "
+                            "(truncated or not a GGUF file)") from None
+        self.pos = pos
+        return out
+
     def value(self, type_id: int):
         if type_id in _SCALARS:
             return self.take(_SCALARS[type_id])
@@ -88,7 +106,7 @@ class _Cursor:
         if type_id == _ARRAY:
             item_type, n = self.take("<I"), self.take("<Q")
             if item_type == _STRING:
-                return [self.string() for _ in range(n)]
+                return self._strings(n)
             if item_type in _SCALARS:
                 dt = np.dtype(_SCALARS[item_type])
                 arr = np.frombuffer(self.buf, dt, count=n, offset=self.pos).copy()
