@@ -71,9 +71,44 @@ def test_signed_values_get_a_diverging_map_centred_on_zero():
     plt.close(ax.figure)
 
 
-def test_weights_keep_a_one_colour_map_from_zero():
+def test_weights_keep_a_one_colour_map_from_zero_to_one():
     ax = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
-    assert ax.images[0].get_clim() == (0.0, 0.8) and ax.images[0].get_cmap().name == "Blues"
+    assert ax.images[0].get_clim() == (0.0, 1.0) and ax.images[0].get_cmap().name == "Blues"
+    plt.close(ax.figure)
+    # flat weights stay pale: the scale does not stretch to their largest value
+    ax = plots.heatmap(np.full((3, 3), 1 / 3))
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    plt.close(ax.figure)
+
+
+def test_other_non_negative_numbers_run_to_their_largest_and_can_say_so():
+    ax = plots.heatmap(np.array([[0.0, 2.5]]), cbar_label="distance")
+    assert ax.images[0].get_clim() == (0.0, 2.5)
+    assert ax.images[0].colorbar.ax.get_ylabel() == "distance"
+    plt.close(ax.figure)
+
+
+def test_set_heatmap_updates_values_and_annotations_in_place():
+    ax = plots.heatmap(np.array([[0.2, 0.8], [0.5, 0.5]]))
+    changed = plots.set_heatmap(ax, np.array([[0.9, 0.1], [0.3, 0.7]]))
+    assert ax.images[0] in changed
+    assert [t.get_text() for t in ax.texts] == ["0.90", "0.10", "0.30", "0.70"]
+    assert [t.get_color() for t in ax.texts] == ["white", "black", "black", "white"]
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    with pytest.raises(ValueError, match=r"keep the heatmap's shape \(2, 2\); got \(3,\)"):
+        plots.set_heatmap(ax, np.ones(3))
+    plt.close(ax.figure)
+
+
+def test_set_bars_moves_heights_and_labels():
+    ax = plots.weight_bars([0.2, 0.8], ["a", "b"])
+    bars, labels = plots.bar_artists(ax)
+    plots.set_bars(bars, labels, [0.6, -0.1], colors=["red", "blue"])
+    assert [round(b.get_height(), 2) for b in bars] == [0.6, -0.1]
+    assert [t.get_text() for t in labels] == ["0.60", "-0.10"]
+    assert labels[1].xy[1] == pytest.approx(-0.1) and labels[1].get_va() == "top"
+    with pytest.raises(ValueError, match="one number per bar"):
+        plots.set_bars(bars, labels, [1.0])
     plt.close(ax.figure)
 
 
@@ -82,7 +117,7 @@ def test_diverging_can_be_forced_or_refused():
     assert ax.images[0].get_clim() == (-0.8, 0.8)
     plt.close(ax.figure)
     ax = plots.heatmap(np.array([[-0.2, 0.8]]), diverging=False, vmin=-0.2)
-    assert ax.images[0].get_clim() == (-0.2, 0.8) and ax.images[0].get_cmap().name == "Blues"
+    assert ax.images[0].get_clim() == (-0.2, 1.0) and ax.images[0].get_cmap().name == "Blues"
     plt.close(ax.figure)
 
 

@@ -12,6 +12,8 @@ One module per idea, in the order of the notebooks:
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
 - :mod:`.backprop`, :mod:`.optim`, :mod:`.gradcheck` - backward passes, Adam and gradient checks (07)
 - :mod:`.tasks`, :mod:`.tiny_model`, :mod:`.progress` - tiny attention-only models trained in seconds (07)
+- :mod:`.pretrained`, :mod:`.gguf_file` - a real language model (SmolLM2-135M) read from its GGUF file and
+  run on the library's RoPE, grouped-query attention and KV cache (:class:`.decoding.KVCache`) (09)
 - :mod:`.examples`, :mod:`.plots`, :mod:`.widgets`, :mod:`.checks` - shared course material
 
 Mask convention everywhere: a boolean mask is True where a position takes part.

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._validate import as_float_array, broadcast_batch
 
-__all__ = ["attend_one", "decode_causal", "softmax_state", "merge_softmax_states",
+__all__ = ["KVCache", "attend_one", "decode_causal", "softmax_state", "merge_softmax_states",
            "state_output"]
 
 
@@ -173,3 +173,123 @@ def decode_causal(q, k, v, scale: float | None = None) -> np.ndarray:
         batch = np.broadcast_shapes(q.shape[:-2], v.shape[:-2])
         return np.zeros(batch + (0, v.shape[-1]), np.result_type(q, k, v))
     return np.stack(rows, axis=-2)
+
+
+class KVCache:
+    """The keys and values a decoder keeps, per layer, for every token it has seen.
+
+    Each layer appends the keys and values of its new tokens (:meth:`append`) and lets a new token
+    attend against all of them (:meth:`attend`, built on :func:`attend_one`). With grouped-query
+    attention only the G key/value heads are stored; the H query heads of a group read the same
+    rows. Storage grows by doubling, so appending one token at a time costs O(1) amortised copies.
+
+    Parameters
+    ----------
+    n_layers : int
+        How many layers keep a cache.
+    num_kv_heads : int
+        G, key/value heads per layer.
+    head_dim : int
+        d_k (= d_v), the width of one head.
+    dtype : numpy dtype
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(4, 5, 8)), rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 5, 8))
+    >>> cache = KVCache(n_layers=1, num_kv_heads=2, head_dim=8, dtype=np.float64)
+    >>> rows = []
+    >>> for t in range(5):
+    ...     cache.append(0, k[:, t:t + 1], v[:, t:t + 1])
+    ...     rows.append(cache.attend(0, q[:, t]))            # (H, d_v)
+    >>> from attention_course.grouped import grouped_query_attention
+    >>> bool(np.allclose(np.stack(rows, axis=1), grouped_query_attention(q, k, v, is_causal=True)))
+    True
+    >>> cache.length, cache.nbytes
+    (5, 1280)
+    """
+
+    def __init__(self, n_layers: int, num_kv_heads: int, head_dim: int, dtype=np.float32):
+        from ._validate import positive_int
+
+        self.n_layers = positive_int(n_layers, "n_layers")
+        self.num_kv_heads = positive_int(num_kv_heads, "num_kv_heads")
+        self.head_dim = positive_int(head_dim, "head_dim")
+        self.dtype = np.dtype(dtype)
+        self._k = [np.empty((self.num_kv_heads, 0, self.head_dim), self.dtype)] * self.n_layers
+        self._v = list(self._k)
+        self._len = [0] * self.n_layers
+
+    def _layer(self, layer) -> int:
+        if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)) or \
+                not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be an int in 0..{self.n_layers - 1}; got {layer!r}")
+        return int(layer)
+
+    @property
+    def length(self) -> int:
+        """Tokens held by layer 0 (every layer holds as many once a token has passed them all)."""
+        return self._len[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the keys and values held (not of the spare room)."""
+        return 2 * sum(self._len) * self.num_kv_heads * self.head_dim * self.dtype.itemsize
+
+    def append(self, layer: int, k, v) -> None:
+        """Add the keys and values of new tokens to ``layer``.
+
+        Parameters
+        ----------
+        k, v : ndarray, shape (G, t_new, d_k)
+        """
+        i = self._layer(layer)
+        G, d = self.num_kv_heads, self.head_dim
+        k = as_float_array(k, "k", min_ndim=3)
+        v = as_float_array(v, "v", min_ndim=3)
+        if k.ndim != 3 or k.shape[0] != G or k.shape[2] != d or v.shape != k.shape:
+            raise ValueError(f"k and v must both have shape (G, t_new, d_k) = ({G}, t_new, {d}); "
+                             f"got k {k.shape} and v {v.shape}")
+        n, new = self._len[i], k.shape[1]
+        if n + new > self._k[i].shape[1]:
+            room = max(2 * (n + new), 16)
+            for store in (self._k, self._v):
+                grown = np.empty((G, room, d), self.dtype)
+                grown[:, :n] = store[i][:, :n]
+                store[i] = grown
+        self._k[i][:, n:n + new] = k
+        self._v[i][:, n:n + new] = v
+        self._len[i] = n + new
+
+    def keys(self, layer: int) -> np.ndarray:
+        """The cached keys of ``layer``, shape (G, t, d_k) (a view)."""
+        i = self._layer(layer)
+        return self._k[i][:, :self._len[i]]
+
+    def values(self, layer: int) -> np.ndarray:
+        """The cached values of ``layer``, shape (G, t, d_v) (a view)."""
+        i = self._layer(layer)
+        return self._v[i][:, :self._len[i]]
+
+    def attend(self, layer: int, q, scale: float | None = None) -> np.ndarray:
+        """Output of one new token's H query heads against every cached key and value of ``layer``.
+
+        Parameters
+        ----------
+        q : ndarray, shape (H, d_k)
+            One query per head; H a multiple of G. The token's own key must already be appended.
+
+        Returns
+        -------
+        ndarray, shape (H, d_v)
+            Head ``h`` reads key/value head ``h // (H / G)``, as :func:`~attention_course.grouped.repeat_kv`.
+        """
+        q = as_float_array(q, "q", min_ndim=2)
+        G = self.num_kv_heads
+        if q.ndim != 2 or q.shape[0] % G or q.shape[1] != self.head_dim:
+            raise ValueError(f"q must have shape (H, d_k) with H a multiple of G={G} and "
+                             f"d_k={self.head_dim}; got {q.shape}")
+        grouped = q.reshape(G, q.shape[0] // G, self.head_dim)                  # (G, H/G, d_k)
+        k, v = self.keys(layer), self.values(layer)                             # (G, t, d)
+        out = attend_one(grouped, k[:, None], v[:, None], scale)                # (G, H/G, d_v)
+        return out.reshape(q.shape[0], -1)

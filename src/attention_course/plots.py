@@ -60,10 +60,14 @@ def _xtick_rotation(labels, rotation):
 
 def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
             annotate: bool = True, cmap=None, vmin=None, vmax=None, diverging=None,
-            xlabel=None, ylabel=None, fmt: str = "{:.2f}", xtick_rotation=None):
+            xlabel=None, ylabel=None, fmt: str = "{:.2f}", xtick_rotation=None,
+            cbar_label=None):
     """Draw a matrix (usually attention weights: one row per query) with labelled axes.
 
-    Weights (never negative) are drawn from white to blue, starting at 0. Signed values (scores,
+    Weights (never negative) are drawn from white to blue on one scale for the whole course, 0 to
+    1, so that flat weights look flat; a matrix of other non-negative numbers (above 1) runs from
+    0 to its largest value, and its colour bar should then say in words what it shows
+    (``cbar_label``). Signed values (scores,
     differences) are drawn with a diverging map centred on 0: blue below 0, white at 0, red above,
     with a range symmetric about 0, so that a one-colour scale cannot make them read as "nothing".
 
@@ -81,8 +85,9 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
     cmap : str, optional
         Colour map; default ``"Blues"``, or ``"RdBu_r"`` when diverging.
     vmin, vmax : float, optional
-        Colour range. Default: 0 to the largest value; when diverging, ``-m`` to ``m`` with ``m``
-        the largest absolute value (or the largest of ``|vmin|``, ``|vmax|`` when given).
+        Colour range. Default: 0 to 1 when every value lies in [0, 1] (weights), else 0 to the
+        largest value; when diverging, ``-m`` to ``m`` with ``m`` the largest absolute value (or
+        the largest of ``|vmin|``, ``|vmax|`` when given).
     diverging : bool, optional
         Force (True) or forbid (False) the diverging map; default: diverging whenever a value or
         ``vmin`` is below 0.
@@ -91,10 +96,14 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
     xtick_rotation : float, optional
         Angle of the column labels; default: upright for Chinese labels, 90° only for long Latin
         labels on more than 6 columns.
+    cbar_label : str, optional
+        What the colours mean, written beside the colour bar: say it whenever the range is not
+        the weights' 0 to 1.
 
     Returns
     -------
     matplotlib Axes
+        Its first image is the matrix; :func:`set_heatmap` gives it new values in place.
     """
     w = np.asarray(weights, dtype=float)
     if w.ndim != 2:
@@ -115,7 +124,8 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
         cmap = cmap or "RdBu_r"
     else:
         lo = 0.0 if vmin is None else vmin
-        hi = (float(finite.max()) if finite.size else 1.0) if vmax is None else vmax
+        top = float(finite.max()) if finite.size else 1.0
+        hi = (1.0 if top <= 1.0 else top) if vmax is None else vmax
         cmap = cmap or "Blues"
     im = ax.imshow(w, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
     if row_labels is not None:
@@ -126,18 +136,50 @@ def heatmap(weights, row_labels=None, col_labels=None, *, ax=None, title=None,
     if annotate and L <= 16 and S <= 16:
         for i in range(L):
             for j in range(S):
-                # dark cells get white text: far from 0 when diverging, above the middle otherwise
-                dark = (abs(w[i, j]) > 0.6 * hi) if diverging else (w[i, j] > (lo + hi) / 2)
                 ax.text(j, i, fmt.format(w[i, j]), ha="center", va="center", fontsize=8,
-                        color="white" if dark else "black")
+                        color=_cell_colour(w[i, j], lo, hi, diverging), gid=_CELL)
     if title:
         ax.set_title(title)
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
         ax.set_ylabel(ylabel)
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    cbar = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    if cbar_label:
+        cbar.set_label(cbar_label)
     return ax
+
+
+_CELL = "heatmap-cell"
+
+
+def _cell_colour(value, lo, hi, diverging):
+    # dark cells get white text: far from 0 when diverging, above the middle otherwise
+    dark = (abs(value) > 0.6 * hi) if diverging else (value > (lo + hi) / 2)
+    return "white" if dark else "black"
+
+
+def set_heatmap(ax, weights, fmt: str = "{:.2f}") -> list:
+    """Give a heatmap drawn by :func:`heatmap` new values of the same shape, in place.
+
+    The colour range stays (so that two settings' colours mean the same numbers); the cell
+    annotations, if any, get the new numbers. Returns the artists that changed.
+    """
+    im = ax.images[0]
+    w = np.asarray(weights, dtype=float)
+    if w.shape != im.get_array().shape:
+        raise ValueError(f"weights must keep the heatmap's shape {im.get_array().shape}; "
+                         f"got {w.shape}")
+    im.set_data(w)
+    lo, hi = im.get_clim()
+    cells = [t for t in ax.texts if t.get_gid() == _CELL]
+    if cells:
+        L, S = w.shape
+        diverging = lo < 0
+        for t, (i, j) in zip(cells, np.ndindex(L, S), strict=True):
+            t.set_text(fmt.format(w[i, j]))
+            t.set_color(_cell_colour(w[i, j], lo, hi, diverging))
+    return [im, *cells]
 
 
 def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=None,
@@ -179,7 +221,8 @@ def heatmaps(matrices, titles=None, row_labels=None, col_labels=None, *, ncols=N
         kwargs.setdefault("vmax", lim)
         kwargs.setdefault("vmin", -lim)
     else:
-        kwargs.setdefault("vmax", max(float(np.nanmax(m)) for m in mats))
+        top = max(float(np.nanmax(m)) for m in mats)
+        kwargs.setdefault("vmax", 1.0 if top <= 1.0 else top)     # weights: 0 to 1
     for idx, ax in enumerate(axes.flat):
         if idx >= n:
             ax.axis("off")
@@ -221,3 +264,46 @@ def weight_bars(weights, labels, *, ax=None, title=None, color="tab:blue", ylim=
     if title:
         ax.set_title(title)
     return ax
+
+
+def bar_artists(ax, index: int = 0):
+    """The bars of ``ax``'s ``index``-th bar chart and their value labels (from ``bar_label``).
+
+    Returns
+    -------
+    bars : list of Rectangle
+    labels : list of Annotation, one per bar
+    """
+    container = ax.containers[index]
+    bars = list(container.patches)
+    # bar_label anchors each annotation at the middle of its bar's end
+    annotations = [t for t in ax.texts if hasattr(t, "xyann")]
+    labels = []
+    for bar in bars:
+        centre = bar.get_x() + bar.get_width() / 2
+        found = [t for t in annotations if np.isclose(t.xy[0], centre) and t not in labels]
+        if not found:
+            raise ValueError("these bars have no value labels (draw them with weight_bars or "
+                             "ax.bar_label)")
+        labels.append(found[0])
+    return bars, labels
+
+
+def set_bars(bars, labels, values, fmt: str = "{:.2f}", colors=None) -> list:
+    """Give bars new heights (and colours), moving their value labels with them.
+
+    ``bars`` and ``labels`` are what :func:`bar_artists` returns. A negative bar's label sits
+    below its end, as ``bar_label`` puts it. Returns the artists that changed.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.shape != (len(bars),):
+        raise ValueError(f"values must have one number per bar ({len(bars)}); "
+                         f"got shape {values.shape}")
+    for i, (bar, label, v) in enumerate(zip(bars, labels, values, strict=True)):
+        bar.set_height(v)
+        if colors is not None:
+            bar.set_color(colors[i])
+        label.xy = (bar.get_x() + bar.get_width() / 2, v)
+        label.set_text(fmt.format(v))
+        label.set_verticalalignment("top" if v < 0 else "bottom")
+    return [*bars, *labels]

@@ -19,7 +19,9 @@ Categories (:data:`CATEGORIES`):
 - ``backward``: the backward passes of attention; ``softmax_backward``: that of the softmax (a
   separate category: a suspect backward handed to the learner may call it);
 - ``gradient_check``: the finite-difference gradient and its checker;
-- ``optimiser``: the Adam step.
+- ``optimiser``: the Adam step;
+- ``head_scores``: the head measures of notebook 09 (induction, previous token, first token);
+  ``model_cost``: its operation count of a forward pass.
 
 SciPy's and PyTorch's softmax and attention join ``softmax`` and ``attention`` when the learner's
 session has loaded them (neither is a dependency of the course, and a module never imported cannot
@@ -48,7 +50,7 @@ from .. import backprop as bp
 from .. import fast, gradcheck
 from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from ..chunked import online_softmax_attention
-from ..decoding import attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
+from ..decoding import KVCache, attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
 from ..grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
 from ..multihead import MultiHeadAttention, multi_head_attention_reference
 from ..optim import Adam
@@ -58,6 +60,13 @@ from ..positional import (
     frequencies,
     position_shift_matrix,
     sinusoidal_positional_encoding,
+)
+from ..pretrained import (
+    PretrainedModel,
+    first_token_scores,
+    forward_flops,
+    induction_scores,
+    previous_token_scores,
 )
 from ..projections import cosine_similarity
 from ..softmax import softmax
@@ -72,7 +81,7 @@ CATEGORIES: dict[str, tuple] = {
     "attention": (scaled_dot_product_attention, fast.fast_attention, online_softmax_attention,
                   grouped_query_attention, GroupedQueryAttention, MultiHeadAttention,
                   multi_head_attention_reference, bp.attention_forward, bp.mha_forward,
-                  attend_one, decode_causal),
+                  attend_one, decode_causal, KVCache, PretrainedModel),
     "online_softmax": (softmax_state, merge_softmax_states, state_output),
     "masks": (causal_mask, padding_mask, sliding_window_mask),
     "positional": (sinusoidal_positional_encoding, frequencies, alibi_bias, *_ROTARY),
@@ -84,6 +93,8 @@ CATEGORIES: dict[str, tuple] = {
     "softmax_backward": (bp.softmax_backward,),
     "gradient_check": (gradcheck.numerical_gradient, gradcheck.check_gradient),
     "optimiser": (Adam.step,),
+    "head_scores": (induction_scores, previous_token_scores, first_token_scores),
+    "model_cost": (forward_flops,),
 }
 
 #: Public callables of the library that no exercise forbids (helpers, building blocks of the tiny
@@ -109,6 +120,10 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "tasks.previous_two_batch", "tasks.repeat_batch",
     "tiny_model.LibraryModel", "tiny_model.AttentionOnlyModel", "tiny_model.TrainingRun",
     "tiny_model.train",
+    "pretrained.Config", "pretrained.load", "pretrained.default_model_path",
+    "pretrained.repeated_random_tokens", "pretrained.token_losses",
+    "gguf_file.GGUFError", "gguf_file.GGUFFile", "gguf_file.TensorInfo", "gguf_file.read_gguf",
+    "gguf_file.dequantize",
 )
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from .. import examples
-from ..plots import heatmap
+from ..plots import heatmap, set_heatmap
 from ..projections import plane_rotation
 from ._base import Explorer, check_lang
 
@@ -33,6 +32,8 @@ _TEXT = {
         "cols": "键（被看的词）",
         "sup_shared": "W_K = W_Q：分数矩阵沿对角线对称",
         "sup_separate": "W_K = W_Q·R({deg}°)",
+        "score_bar": "分数（有正有负）",
+        "asym_bar": "|QKᵀ − KQᵀ|",
     },
     "en": {
         "mode": "W_K",
@@ -47,6 +48,8 @@ _TEXT = {
         "cols": "key (word looked at)",
         "sup_shared": "W_K = W_Q: the score matrix is symmetric about its diagonal",
         "sup_separate": "W_K = W_Q·R({deg}°)",
+        "score_bar": "score (signed)",
+        "asym_bar": "|QKᵀ − KQᵀ|",
     },
 }
 
@@ -108,7 +111,7 @@ class SymmetryExplorer(Explorer):
                 options=[(text["shared"], True), (text["separate"], False)], value=False,
                 description=text["mode"], style={"button_width": "auto"}),
             "angle": w.IntSlider(value=60, min=0, max=180, step=5, description=text["angle"],
-                                 continuous_update=False),
+                                 continuous_update=True),
         }
         super().__init__(controls, columns=1)
         # In shared mode there is nothing to turn; grey the slider out so that is visible.
@@ -153,21 +156,32 @@ class SymmetryExplorer(Explorer):
             "asym_limit": self._asym_limit,
         }
 
-    def draw(self, data: dict):
+    figsize = (9, 3.6)
+
+    def build(self, fig, data: dict) -> dict:
         """Two heatmaps: the scores, and how far they are from symmetric."""
         text = _TEXT[self.lang]
         tokens = data["tokens"]
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        axes = fig.subplots(1, 2)
         lim = data["score_limit"]
-        heatmap(data["scores"], tokens, tokens, ax=axes[0], vmin=-lim, vmax=lim,
-                title=text["scores"] + "\n" + text["pair"].format(
-                    a=tokens[0], b=tokens[-1], x=data["forward"], y=data["backward"]),
-                xlabel=text["cols"], ylabel=text["rows"])
+        # Fixed ranges (see compute): the same colour is the same number at every θ.
+        heatmap(data["scores"], tokens, tokens, ax=axes[0], vmin=-lim, vmax=lim, title="\n",
+                xlabel=text["cols"], ylabel=text["rows"], cbar_label=text["score_bar"])
         heatmap(data["asym_matrix"], tokens, tokens, ax=axes[1], cmap="Oranges", vmin=0.0,
-                vmax=data["asym_limit"],
-                title=text["asym"] + "\n" + text["max"].format(m=data["asymmetry"]),
-                xlabel=text["cols"])
-        fig.suptitle(text["sup_shared"] if data["shared"]
-                     else text["sup_separate"].format(deg=round(data["angle"])))
+                vmax=data["asym_limit"], title="\n", xlabel=text["cols"],
+                cbar_label=text["asym_bar"])
+        sup = fig.suptitle(" ")
         fig.tight_layout()
-        return fig
+        return {"scores": axes[0], "asym": axes[1], "sup": sup}
+
+    def update(self, art: dict, data: dict) -> list:
+        text = _TEXT[self.lang]
+        tokens = data["tokens"]
+        art["scores"].title.set_text(text["scores"] + "\n" + text["pair"].format(
+            a=tokens[0], b=tokens[-1], x=data["forward"], y=data["backward"]))
+        art["asym"].title.set_text(text["asym"] + "\n" + text["max"].format(m=data["asymmetry"]))
+        art["sup"].set_text(text["sup_shared"] if data["shared"]
+                            else text["sup_separate"].format(deg=round(data["angle"])))
+        return [*set_heatmap(art["scores"], data["scores"]),
+                *set_heatmap(art["asym"], data["asym_matrix"]),
+                art["scores"].title, art["asym"].title, art["sup"]]

@@ -13,7 +13,6 @@ from functools import lru_cache
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from ..softmax import softmax
 from ._base import Explorer, check_lang
@@ -162,7 +161,7 @@ class ScaleExplorer(Explorer):
         text = TEXT[lang]
         controls = {
             "d_k": w.SelectionSlider(options=list(D_K_OPTIONS), value=d_k, description="d_k",
-                                     continuous_update=False),
+                                     continuous_update=True),
             "scale": w.Checkbox(value=scale, description=text["scale"],
                                 style={"description_width": "initial"}),
         }
@@ -179,42 +178,60 @@ class ScaleExplorer(Explorer):
                 "max_weight": now["max_weight"], "jacobian_norm": now["jacobian_norm"],
                 "weights": now["weights"], "other_weights": other["weights"], "curves": curves}
 
-    def draw(self, data: dict):
+    figsize = (11, 3.4)
+
+    def build(self, fig, data: dict) -> dict:
         text = TEXT[self.lang]
         colors = {"scaled": "tab:blue", "unscaled": "tab:orange"}
-        now = "scaled" if data["scale"] else "unscaled"
-        fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+        axes = fig.subplots(1, 3)
 
         ax = axes[0]
         S = len(data["weights"])
         x = np.arange(S)
-        by_name = {now: data["weights"],
-                   ("unscaled" if data["scale"] else "scaled"): data["other_weights"]}
+        bars = {}
         for offset, name in ((-0.2, "scaled"), (0.2, "unscaled")):
-            ax.bar(x + offset, by_name[name], width=0.4, color=colors[name],
-                   alpha=1.0 if name == now else 0.3,
-                   label=text["with"] if name == "scaled" else text["without"])
-        ax.set_xticks(x, labels=[text["key"].format(j + 1) for j in range(S)])
+            bars[name] = ax.bar(x + offset, np.zeros(S), width=0.4, color=colors[name],
+                                label=text["with"] if name == "scaled" else text["without"])
+        # keys counted from 0, as everywhere in the course
+        ax.set_xticks(x, labels=[text["key"].format(j) for j in range(S)])
         ax.set_ylim(0, 1.05)
         ax.set_title(text["bars"])
         ax.legend(fontsize=8)
 
+        # The curves run over every width and do not depend on the controls: drawn once.
         curves = data["curves"]
+        rings = {}
         for ax, key, title in ((axes[1], "max_weight", text["largest"]),
                                (axes[2], "jacobian_norm", text["jacobian"])):
             for name in ("scaled", "unscaled"):
                 ax.plot(curves["d_k"], curves[name][key], "o-", ms=3, color=colors[name],
                         label=text["with"] if name == "scaled" else text["without"])
-            ax.plot([data["d_k"]], [data[key]], "o", ms=10, mfc="none", mec="black", mew=1.5)
+            (rings[key],) = ax.plot([data["d_k"]], [data[key]], "o", ms=10, mfc="none",
+                                    mec="black", mew=1.5)
             ax.set_xscale("log", base=2)
             ax.set_xticks(curves["d_k"], labels=[str(d) for d in curves["d_k"]], fontsize=7)
             ax.set_xlabel("d_k")
             ax.set_ylim(0, 1.05 if key == "max_weight" else max(curves["scaled"][key]) * 1.2)
             ax.set_title(title)
             ax.legend(fontsize=8)
-
-        fig.suptitle(text["title"].format(
-            d=data["d_k"], mode=text["with"] if data["scale"] else text["without"],
-            std=data["score_std"], mw=data["max_weight"], jn=data["jacobian_norm"]), fontsize=10)
+        sup = fig.suptitle(" ", fontsize=10)
         fig.tight_layout()
-        return fig
+        return {"bars": bars, "rings": rings, "sup": sup}
+
+    def update(self, art: dict, data: dict) -> list:
+        text = TEXT[self.lang]
+        now = "scaled" if data["scale"] else "unscaled"
+        other = "unscaled" if data["scale"] else "scaled"
+        changed = []
+        for name, weights in ((now, data["weights"]), (other, data["other_weights"])):
+            for bar, h in zip(art["bars"][name].patches, weights, strict=True):
+                bar.set_height(h)
+                bar.set_alpha(1.0 if name == now else 0.3)
+                changed.append(bar)
+        for key, ring in art["rings"].items():
+            ring.set_data([data["d_k"]], [data[key]])
+            changed.append(ring)
+        art["sup"].set_text(text["title"].format(
+            d=data["d_k"], mode=text["with"] if data["scale"] else text["without"],
+            std=data["score_std"], mw=data["max_weight"], jn=data["jacobian_norm"]))
+        return [*changed, art["sup"]]

@@ -8,7 +8,6 @@ what ``MultiHeadAttention`` (and PyTorch) return by default.
 from __future__ import annotations
 
 import ipywidgets as w
-from matplotlib import pyplot as plt
 
 from .. import examples, head_patterns, plots
 from ._base import Explorer, check_lang
@@ -22,7 +21,7 @@ _TEXT = {
         "num_heads": "头数 h",
         "head": "看第几个头",
         "average": "{H} 个头的平均（默认返回的权重）",
-        "head_title": "头 {h}（共 {H} 个）：{name}",
+        "head_title": "头 {h}（编号 0–{last}）：{name}",
         "query": "查询（提问的词）",
         "key": "键（被看的词）",
         "suptitle": "{H} 个头 × 每头 {D} 维 = {E} 维；参数 {n:,} 个（与 h 无关）",
@@ -31,7 +30,7 @@ _TEXT = {
         "num_heads": "heads h",
         "head": "show head",
         "average": "average of {H} heads (the default weights returned)",
-        "head_title": "head {h} of {H}: {name}",
+        "head_title": "head {h} (heads 0–{last}): {name}",
         "query": "query (word asking)",
         "key": "key (word looked at)",
         "suptitle": "{H} heads × {D} wide = {E}; {n:,} parameters (whatever h is)",
@@ -99,21 +98,30 @@ class HeadExplorer(Explorer):
             "num_parameters": mha.num_parameters,
         }
 
-    def draw(self, data: dict):
+    figsize = (10, 4.2)
+
+    def build(self, fig, data: dict) -> dict:
+        text = _TEXT[self.lang]
+        tokens = data["tokens"]
+        axes = fig.subplots(1, 2)
+        for ax, matrix in ((axes[0], data["shown"]), (axes[1], data["average"])):
+            # weights: one colour scale, 0 to 1, for every head and every h
+            plots.heatmap(matrix, tokens, tokens, ax=ax, title=" ", vmin=0.0, vmax=1.0,
+                          fmt="{:.2f}", annotate=len(tokens) <= 10, xlabel=text["key"],
+                          ylabel=text["query"])
+            ax.tick_params(axis="x", labelsize=8)      # upright Chinese words must not run together
+        sup = fig.suptitle(" ")
+        fig.tight_layout()
+        return {"head": axes[0], "average": axes[1], "sup": sup}
+
+    def update(self, art: dict, data: dict) -> list:
         text = _TEXT[self.lang]
         H, h = data["num_heads"], data["head"]
         name = head_patterns.PATTERN_NAMES[data["patterns"][h]][self.lang]
-        tokens = data["tokens"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-        for ax, matrix, title in (
-            (axes[0], data["shown"], text["head_title"].format(h=h, H=H, name=name)),
-            (axes[1], data["average"], text["average"].format(H=H)),
-        ):
-            plots.heatmap(matrix, tokens, tokens, ax=ax, title=title, vmax=1.0, fmt="{:.2f}",
-                          annotate=len(tokens) <= 10, xlabel=text["key"], ylabel=text["query"])
-            ax.tick_params(axis="x", labelsize=8)      # upright Chinese words must not run together
-        fig.suptitle(text["suptitle"].format(H=H, D=data["head_dim"], E=D_MODEL,
-                                             n=data["num_parameters"]))
-        fig.tight_layout()
-        return fig
-
+        art["head"].title.set_text(text["head_title"].format(h=h, last=H - 1, name=name))
+        art["average"].title.set_text(text["average"].format(H=H))
+        art["sup"].set_text(text["suptitle"].format(H=H, D=data["head_dim"], E=D_MODEL,
+                                                    n=data["num_parameters"]))
+        return [*plots.set_heatmap(art["head"], data["shown"]),
+                *plots.set_heatmap(art["average"], data["average"]),
+                art["head"].title, art["average"].title, art["sup"]]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from ..positional import frequencies
 from ._base import Explorer, check_lang
@@ -108,35 +107,60 @@ class PositionExplorer(Explorer):
             "cos": np.cos(grid * omega),
         }
 
-    def draw(self, data: dict):
+    figsize = (9.5, 3.6)
+
+    def build(self, fig, data: dict) -> dict:
         text = _TEXT[self.lang]
-        a, b = data["dims"]
-        fig, (ax_c, ax_w) = plt.subplots(1, 2, figsize=(9.5, 3.6),
-                                         gridspec_kw={"width_ratios": [1, 1.9]})
+        ax_c, ax_w = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.9]})
         t = np.linspace(0, 2 * np.pi, 200)
         ax_c.plot(np.sin(t), np.cos(t), color="0.8", lw=1)
-        ax_c.scatter(data["trail"][:, 0], data["trail"][:, 1], s=10, color="tab:blue", alpha=0.35,
-                     label=text["trail"])
-        x, y = data["point"]
-        ax_c.plot([0, x], [0, y], color="tab:red", lw=1.5)
-        ax_c.scatter([x], [y], s=60, color="tab:red", zorder=3,
-                     label=text["now"].format(pos=data["position"], angle=data["angle"]))
+        art = {"circle": ax_c, "waves": ax_w}
+        art["trail"] = ax_c.scatter([0], [1], s=10, color="tab:blue", alpha=0.35,
+                                    label=text["trail"])
+        (art["hand"],) = ax_c.plot([0, 0], [0, 1], color="tab:red", lw=1.5)
+        art["point"] = ax_c.scatter([0], [1], s=60, color="tab:red", zorder=3, label=" ")
         ax_c.set_xlim(-1.3, 1.3)
         ax_c.set_ylim(-1.3, 1.6)
         ax_c.set_aspect("equal")
-        ax_c.set_xlabel(f"PE[pos, {a}] = sin")
-        ax_c.set_ylabel(f"PE[pos, {b}] = cos")
-        ax_c.legend(loc="upper center", fontsize=7, frameon=False, ncol=1)
-        ax_c.set_title(text["circle"].format(pair=data["pair"], omega=data["omega"],
-                                             wavelength=data["wavelength"]), fontsize=9)
+        ax_c.set_xlabel("PE[pos, 0] = sin")
+        ax_c.set_ylabel("PE[pos, 1] = cos")
+        art["circle_legend"] = ax_c.legend(loc="upper center", fontsize=7, frameon=False, ncol=1)
+        ax_c.set_title(" ", fontsize=9)
 
-        ax_w.plot(data["grid"], data["sin"], color="tab:blue", label=f"PE[pos, {a}] = sin")
-        ax_w.plot(data["grid"], data["cos"], color="tab:orange", label=f"PE[pos, {b}] = cos")
-        ax_w.axvline(data["position"], color="tab:red", lw=1, ls="--")
-        ax_w.scatter([data["position"]] * 2, [x, y], color="tab:red", zorder=3)
+        (art["sin"],) = ax_w.plot(data["grid"], data["sin"], color="tab:blue", label=" ")
+        (art["cos"],) = ax_w.plot(data["grid"], data["cos"], color="tab:orange", label=" ")
+        art["now"] = ax_w.axvline(0, color="tab:red", lw=1, ls="--")
+        art["marks"] = ax_w.scatter([0, 0], [0, 1], color="tab:red", zorder=3)
+        ax_w.set_xlim(-0.05 * self.max_position, 1.05 * self.max_position)
         ax_w.set_ylim(-1.15, 1.5)
         ax_w.set_xlabel(text["pos_axis"])
-        ax_w.set_title(text["waves"].format(a=a, b=b), fontsize=9)
-        ax_w.legend(loc="upper right", fontsize=7, ncol=2, frameon=False)
+        ax_w.set_title(" ", fontsize=9)
+        art["waves_legend"] = ax_w.legend(loc="upper right", fontsize=7, ncol=2, frameon=False)
         fig.tight_layout()
-        return fig
+        return art
+
+    def update(self, art: dict, data: dict) -> list:
+        text = _TEXT[self.lang]
+        a, b = data["dims"]
+        x, y = data["point"]
+        ax_c, ax_w = art["circle"], art["waves"]
+        art["trail"].set_offsets(data["trail"])
+        art["hand"].set_data([0, x], [0, y])
+        art["point"].set_offsets([[x, y]])
+        ax_c.set_xlabel(f"PE[pos, {a}] = sin")
+        ax_c.set_ylabel(f"PE[pos, {b}] = cos")
+        ax_c.title.set_text(text["circle"].format(pair=data["pair"], omega=data["omega"],
+                                                  wavelength=data["wavelength"]))
+        art["circle_legend"].get_texts()[1].set_text(
+            text["now"].format(pos=data["position"], angle=data["angle"]))
+        art["sin"].set_ydata(data["sin"])
+        art["cos"].set_ydata(data["cos"])
+        art["now"].set_xdata([data["position"]] * 2)
+        art["marks"].set_offsets([[data["position"], x], [data["position"], y]])
+        ax_w.title.set_text(text["waves"].format(a=a, b=b))
+        sin_label, cos_label = art["waves_legend"].get_texts()
+        sin_label.set_text(f"PE[pos, {a}] = sin")
+        cos_label.set_text(f"PE[pos, {b}] = cos")
+        return [art["trail"], art["hand"], art["point"], ax_c.xaxis.label, ax_c.yaxis.label,
+                ax_c.title, art["circle_legend"], art["sin"], art["cos"], art["now"],
+                art["marks"], ax_w.title, art["waves_legend"]]

