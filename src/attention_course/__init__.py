@@ -17,6 +17,9 @@ One module per idea, in the order of the notebooks:
 Mask convention everywhere: a boolean mask is True where a position takes part.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from .backprop import (
     attention_backward,
@@ -50,7 +53,10 @@ from .projections import cosine_similarity, plane_rotation, project_qkv
 from .softmax import softmax
 from .tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
 
-__version__ = "0.1.0"
+try:  # the one version source is pyproject.toml; an installed package knows it from its metadata
+    __version__ = _version("attention_course")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Adam",
