@@ -24,6 +24,7 @@ from notebook_tools import ROOT, load_tool, nbgrader_meta
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nbgrader") is None or shutil.which("make") is None,
     reason="the hand-out is built with nbgrader (requirements-dev.txt) and run by make")
+pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 LANG = "en"
 

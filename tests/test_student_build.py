@@ -19,6 +19,7 @@ from notebook_tools import LANGS, ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                                 reason="nbgrader is an instructor tool (requirements-dev.txt)")
+pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 
 
