@@ -122,7 +122,7 @@ def test_groups_not_extras_so_that_torch_never_reaches_the_wheel():
 def test_one_version_source():
     version = PROJECT["version"]
     init = (ROOT / "src" / "attention_course" / "__init__.py").read_text(encoding="utf-8")
-    assert not re.search(r"__version__\s*=\s*['\"]\d+\.\d", init), "the version is written in pyproject.toml only"
+    assert not re.search(r"__version__\s*=\s*['\"]\d+\.\d", init), "the version: pyproject.toml only"
     assert re.search(rf'^version: "{re.escape(version)}"$', (ROOT / "CITATION.cff").read_text(), re.M)
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert isinstance(attention_course.__version__, str) and attention_course.__version__

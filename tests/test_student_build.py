@@ -18,7 +18,7 @@ import pytest
 from notebook_tools import LANGS, ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
-                                reason="nbgrader is an instructor tool (requirements-dev.txt)")
+                                reason="nbgrader is an instructor tool (dependency group instructor)")
 pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 
