@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import attention_course
-from notebook_tools import ROOT
+from notebook_tools import ROOT, load_tool
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -245,3 +245,22 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert str(tmp_path / "venv") in run.stdout, "the library came from the new venv"
     assert (tmp_path / "zh.png").stat().st_size > 1000
+
+
+def test_the_handouts_wheel_version_follows_the_library(tmp_path):
+    """A hand-out built after any change to src/ carries another version, so pip replaces the
+    library a learner installed from an older hand-out; caches do not count."""
+    build = load_tool("build_student")
+    src = tmp_path / "src" / "attention_course"
+    src.mkdir(parents=True)
+    (src / "a.py").write_text("x = 1\n")
+    pyproject = 'name = "attention_course"\nversion = "0.1.0"\n'
+    first = build.local_version(pyproject, tmp_path / "src")
+    assert re.search(r'^version = "0\.1\.0\+src\.[0-9a-f]{8}"$', first, re.M), first
+    (src / "__pycache__").mkdir()
+    (src / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert build.local_version(pyproject, tmp_path / "src") == first
+    (src / "a.py").write_text("x = 2\n")
+    assert build.local_version(pyproject, tmp_path / "src") != first
+    with pytest.raises(RuntimeError, match="version"):
+        build.local_version('name = "x"\n', tmp_path / "src")
