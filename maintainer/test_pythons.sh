@@ -5,13 +5,27 @@
 #
 #   bash maintainer/test_pythons.sh            # 3.10 3.11 3.12 3.13
 #   bash maintainer/test_pythons.sh 3.12       # some of them
+#   bash maintainer/test_pythons.sh --tested-in .venv   # all but the version of .venv's Python,
+#                                   # whose unit tier `make test` has just run (.ci/run does this)
 #
 # An interpreter is found as python3.X on PATH or under pyenv ($PYENV_ROOT, default ~/.pyenv).
 # Under CI (CI=true) a missing one fails the run; elsewhere it is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tested_in=""
+if [ "${1:-}" = "--tested-in" ]; then
+    tested_in="$2"
+    shift 2
+fi
 VERSIONS=("$@")
 [ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(3.10 3.11 3.12 3.13)
+if [ -n "$tested_in" ]; then
+    done_version="$("$tested_in/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    echo "test-pythons: Python $done_version already tested in $tested_in (make test)"
+    kept=()
+    for v in "${VERSIONS[@]}"; do [ "$v" = "$done_version" ] || kept+=("$v"); done
+    VERSIONS=("${kept[@]}")
+fi
 PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}"
 
 find_python() {   # the newest patch release of $1 that runs
