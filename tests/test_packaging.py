@@ -154,7 +154,7 @@ def test_both_licences_are_named_shipped_and_in_the_metadata():
 
 
 ROUTES = ["Makefile", "handout/Makefile", "README.md", "README.zh-CN.md", "handout/README.md",
-          "handout/README.zh-CN.md", "classroom/install.sh", "docs/instructors.md",
+          "handout/README.zh-CN.md", "classroom/install.sh", "classroom/README.md", "docs/instructors.md",
           "docs/instructors.zh-CN.md"]
 
 
