@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from matplotlib import pyplot as plt
 
 import attention_course
-from attention_course import cosine_similarity, project_qkv, softmax
+from attention_course import project_qkv, softmax
 from attention_course.checks import nb02 as nb02_checks
 from attention_course.widgets import nb02
 from notebook_tools import failure, load_solutions
@@ -272,77 +272,78 @@ def test_cross_accepts_an_answer_computed_in_float32(capsys):
 
 
 # --------------------------------------------------------------------------- exercise 4
-def test_cosine_catches_a_missing_normalisation():
-    msg = failure(nb02_checks.check_cosine, lambda a, b: np.sum(a * b, axis=-1))
-    assert "length is not 1" in msg and "Hint" in msg
+def _unit_upper(d_k):
+    return np.eye(d_k) + np.triu(np.ones((d_k, d_k)), k=1)      # invertible, not orthogonal
 
 
-def test_cosine_catches_half_a_normalisation():
-    msg = failure(nb02_checks.check_cosine,
-                  lambda a, b: np.sum(a * b, axis=-1) / np.linalg.norm(a, axis=-1))
-    assert "length is not 1" in msg
+def same_scores_by_rotation(W_Q, W_K):
+    R = attention_course.plane_rotation(np.shape(W_Q)[1], 0.7)   # orthogonal: R Rᵀ = I
+    return np.asarray(W_Q) @ R, np.asarray(W_K) @ R
 
 
-def test_cosine_catches_nan_for_a_zero_vector():
-    def no_guard(a, b):
-        return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-    msg = failure(nb02_checks.check_cosine, no_guard)
-    assert "zero vector" in msg and "NaN" in msg
+def same_scores_by_column_scales(W_Q, W_K):
+    c = np.arange(1.0, np.shape(W_Q)[1] + 1)                     # a different number per column
+    return np.asarray(W_Q) * c, np.asarray(W_K) / c
 
 
-def test_cosine_catches_a_matrix_product_instead_of_a_row_wise_dot():
-    def matmul(a, b):
-        return (a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))
-
-    assert "row by row" in failure(nb02_checks.check_cosine, matmul)
-
-
-def cosine_with_a_loop(a, b):
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
-    rows = zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]), strict=True)
-    out = [x @ y / (np.linalg.norm(x) * np.linalg.norm(y) or 1.0) for x, y in rows]
-    return np.array(out).reshape(a.shape[:-1])
+def same_scores_in_float32(W_Q, W_K):
+    A = _unit_upper(np.shape(W_Q)[1]).astype(np.float32)
+    W_Q, W_K = np.asarray(W_Q, dtype=np.float32), np.asarray(W_K, dtype=np.float32)
+    return W_Q @ A, W_K @ np.linalg.inv(A).T
 
 
-def cosine_renamed(a, b):
-    from attention_course.projections import cosine_similarity as cs
+def same_scores_as_lists(W_Q, W_K):
+    A = _unit_upper(np.shape(W_Q)[1])
+    return (np.asarray(W_Q) @ A).tolist(), (np.asarray(W_K) @ np.linalg.inv(A).T).tolist()
 
-    return cs(a, b)
+
+@pytest.mark.parametrize("right", [same_scores_by_rotation, same_scores_by_column_scales,
+                                   same_scores_in_float32, same_scores_as_lists],
+                         ids=["rotation", "column scales", "float32", "lists"])
+def test_same_scores_accepts_other_correct_answers(right, capsys):
+    nb02_checks.check_same_scores(right, lang="en")
+    assert capsys.readouterr().out.startswith("✓")
 
 
 @pytest.mark.parametrize("wrong, fragment", [
-    (cosine_with_a_loop, "loop"), (cosine_renamed, "cosine_similarity"),
-    (cosine_similarity, "cosine_similarity"),
-])
-def test_cosine_refuses_loops_and_the_library(wrong, fragment):
-    assert fragment in failure(nb02_checks.check_cosine, wrong)
+    (lambda W_Q, W_K: (W_Q, W_K), "is a multiple of W_Q"),
+    (lambda W_Q, W_K: (2 * np.asarray(W_Q), np.asarray(W_K) / 2), "is a multiple of W_Q"),
+    (lambda W_Q, W_K: (W_K, W_Q), "swapped roles"),
+    (lambda W_Q, W_K: (2 * np.asarray(W_Q) @ attention_course.plane_rotation(np.shape(W_Q)[1], 0.5),
+                       2 * np.asarray(W_K) @ attention_course.plane_rotation(np.shape(W_Q)[1], 0.5)),
+     "4 times the original"),
+    # the same matrix on both sides, not orthogonal: it does not cancel out
+    (lambda W_Q, W_K: (np.asarray(W_Q) @ _unit_upper(np.shape(W_Q)[1]),
+                       np.asarray(W_K) @ _unit_upper(np.shape(W_Q)[1])), "differ from the original"),
+    # the inverse without its transpose
+    (lambda W_Q, W_K: (np.asarray(W_Q) @ _unit_upper(np.shape(W_Q)[1]),
+                       np.asarray(W_K) @ np.linalg.inv(_unit_upper(np.shape(W_Q)[1]))),
+     "differ from the original"),
+    (lambda W_Q, W_K: (np.asarray(W_Q).T, np.asarray(W_K).T), "must keep the shape"),
+    (lambda W_Q, W_K: np.asarray(W_Q), "expected the pair"),
+    (lambda W_Q, W_K: (np.full(np.shape(W_Q), np.nan), np.asarray(W_K)), "NaN"),
+], ids=["unchanged", "c and 1/c", "swapped", "rescaled", "A and A",
+        "inverse without transpose", "transposed", "one matrix", "nan"])
+def test_same_scores_catches_each_classic_mistake(wrong, fragment):
+    assert fragment in failure(nb02_checks.check_same_scores, wrong)
 
 
-def cosine_einsum(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    dot = np.einsum("...d,...d->...", *np.broadcast_arrays(a, b))
-    n = np.sqrt(np.einsum("...d,...d->...", a, a)) * np.sqrt(np.einsum("...d,...d->...", b, b))
-    return np.divide(dot, n, out=np.zeros_like(dot, dtype=np.result_type(dot, n)), where=n > 0)
+def test_same_scores_speaks_chinese():
+    msg = failure(nb02_checks.check_same_scores, lambda W_Q, W_K: (W_K, W_Q), lang="zh")
+    assert "角色换了" in msg and "输入" in msg
 
 
-def test_cosine_accepts_einsum(capsys):
-    nb02_checks.check_cosine(cosine_einsum)
-    assert "all 7 cases pass" in capsys.readouterr().out
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(-5, 5), min_size=3, max_size=3),
-       st.floats(0.1, 10), st.booleans())
-def test_cosine_solution_property_scale_invariance(vec, factor, flip):
-    # The notebook's cosine ignores length: scaling one vector by c > 0 changes nothing,
-    # by -c flips the sign.
-    cosine = load_solutions(NAME, "en")["cosine"]
-    a = np.array(vec)
-    b = np.array([1.0, -2.0, 0.5])
-    c = -factor if flip else factor
-    assert np.isclose(cosine(a, c * b), np.sign(c) * cosine(a, b), atol=1e-9)
-    assert -1 - 1e-12 <= cosine(a, b) <= 1 + 1e-12
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), d_model=st.integers(2, 8), d_k=st.integers(2, 5))
+def test_same_scores_solution_keeps_every_score(seed, d_model, d_k):
+    # the notebook's answer keeps X W_Q (X W_K)ᵀ for any X and any pair, and changes both matrices
+    same_scores = load_solutions(NAME, "en")["same_scores"]
+    rng = np.random.default_rng(seed)
+    W_Q, W_K = rng.normal(size=(d_model, d_k)), rng.normal(size=(d_model, d_k))
+    X = rng.normal(size=(7, d_model))
+    W_Q2, W_K2 = same_scores(W_Q, W_K)
+    np.testing.assert_allclose((X @ W_Q2) @ (X @ W_K2).T, (X @ W_Q) @ (X @ W_K).T, rtol=1e-9, atol=1e-9)
+    assert not np.allclose(W_Q2, W_Q) and not np.allclose(W_K2, W_K)
 
 
 # --------------------------------------------------------------------------- widget

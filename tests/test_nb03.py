@@ -19,7 +19,6 @@ from attention_course import (
     causal_mask,
     fast_attention,
     online_softmax_attention,
-    padding_mask,
     scaled_dot_product_attention,
     softmax,
 )
@@ -181,76 +180,127 @@ def test_attention_refuses_torch_once_the_learner_has_loaded_it():
     assert "softmax, which this exercise" in failure(checks.check_attention, torch_softmax)
 
 
-# --- exercise 2: causal mask ------------------------------------------------------------------
+# --- exercise 2: the causal mask of a continuation -------------------------------------------
 
-def test_causal_other_correct_answers_pass(capsys):
-    checks.check_causal_mask(lambda L, S: np.tril(np.ones((L, S), dtype=bool)), lang="en")
-    checks.check_causal_mask(lambda L, S: [[j <= i for j in range(S)] for i in range(L)], lang="en")
-    assert capsys.readouterr().out.count("✓") == 2
+def continuation_ref(L, S):
+    return np.arange(S)[None, :] <= (S - L + np.arange(L))[:, None]
+
+
+@pytest.mark.parametrize("right", [
+    lambda L, S: causal_mask(S)[S - L:],                              # the library's masks are allowed
+    lambda L, S: np.tri(L, S, k=S - L, dtype=bool),
+    lambda L, S: [[j <= S - L + i for j in range(S)] for i in range(L)],
+], ids=["last rows of the full mask", "np.tri", "lists"])
+def test_continuation_other_correct_answers_pass(right, capsys):
+    checks.check_continuation_mask(right, lang="en")
+    assert capsys.readouterr().out.startswith("✓")
 
 
 @pytest.mark.parametrize("learner, words", [
-    (lambda L, S: np.triu(np.ones((L, S), dtype=bool)), "upper triangle"),
-    (lambda L, S: ~causal_mask_ref(L, S), "exactly inverted"),
-    (lambda L, S: np.tri(L, S, k=-1, dtype=bool), "masks the diagonal"),
-    (lambda L, S: np.tri(L, S, k=S - L, dtype=bool), "bottom-right"),
-    (lambda L, S: np.tri(L, S), "not bool"),
-    (lambda L, S: np.tri(L, S, dtype=int), "not bool"),
-    (lambda L, S: np.tril(np.ones((L, L), dtype=bool)), "shape"),
-], ids=["upper", "inverted", "diagonal", "bottom-right", "float", "int", "square"])
-def test_causal_names_each_classic_mistake(learner, words):
-    assert words in failure(checks.check_causal_mask, learner)
+    (lambda L, S: causal_mask(L, S), "top-left corner"),
+    (lambda L, S: np.hstack([np.zeros((L, S - L), dtype=bool), np.tri(L, dtype=bool)]), "already read"),
+    (lambda L, S: ~continuation_ref(L, S), "exactly inverted"),
+    (lambda L, S: np.eye(L, S, k=S - L, dtype=bool), "only its own position"),
+    (lambda L, S: np.tri(L, S, k=S - L - 1, dtype=bool), "own position too"),
+    (lambda L, S: ~np.tri(L, S, k=S - L - 1, dtype=bool), "upper triangle"),
+    (lambda L, S: continuation_ref(L, S).astype(int), "not bool"),
+    (lambda L, S: continuation_ref(S, S), "shape"),
+], ids=["top-left", "cache left out", "inverted", "diagonal only", "diagonal masked", "upper", "int",
+        "square"])
+def test_continuation_names_each_classic_mistake(learner, words):
+    assert words in failure(checks.check_continuation_mask, learner)
 
 
-def causal_mask_ref(L, S):
-    return np.arange(S)[None, :] <= np.arange(L)[:, None]
+def test_continuation_speaks_chinese():
+    msg = failure(checks.check_continuation_mask, lambda L, S: causal_mask(L, S), lang="zh")
+    assert "左上角" in msg and "输入" in msg
 
 
 @settings(max_examples=30, deadline=None)
-@given(i=st.integers(0, 3), j=st.integers(0, 3))
-def test_causal_catches_any_single_wrong_entry(i, j):
+@given(i=st.integers(0, 2), j=st.integers(0, 6))
+def test_continuation_catches_any_single_wrong_entry(i, j):
     def one_wrong(L, S):
-        m = causal_mask_ref(L, S)
-        if L == S == 4:
+        m = continuation_ref(L, S)
+        if (L, S) == (3, 7):
             m[i, j] = ~m[i, j]
         return m
-    msg = failure(checks.check_causal_mask, one_wrong)
-    assert f"index ({i}, {j})" in msg and "True" in msg and "False" in msg
+    msg = failure(checks.check_continuation_mask, one_wrong)
+    assert f"index ({i}, {j})" in msg
 
 
-def test_causal_refuses_the_library_under_any_name():
-    cm = causal_mask
-    assert "asks you not to use" in failure(checks.check_causal_mask, cm)
-    assert "asks you not to use" in failure(checks.check_causal_mask, lambda L, S: cm(L, S))
+# --- exercise 3: sentences packed into one row ------------------------------------------------
+
+def packed_ref(lengths, causal):
+    sentence = np.repeat(np.arange(len(lengths)), lengths)
+    m = sentence[:, None] == sentence[None, :]
+    return m & np.tri(len(sentence), dtype=bool) if causal else m
 
 
-# --- exercise 3: padding mask -----------------------------------------------------------------
+def packed_blocks(lengths, causal):
+    S = int(np.sum(lengths))
+    m = np.zeros((S, S), dtype=bool)
+    start = 0
+    for n in lengths:
+        m[start:start + n, start:start + n] = causal_mask(n) if causal else True
+        start += n
+    return m
 
-def test_padding_other_correct_answers_pass(capsys):
-    checks.check_padding_mask(
-        lambda lengths, S: [[[j < n for j in range(S)]] for n in lengths], lang="en")
-    checks.check_padding_mask(
-        lambda lengths, S: (np.arange(S) < np.reshape(lengths, (-1, 1, 1))), lang="en")
-    assert capsys.readouterr().out.count("✓") == 2
+
+def packed_lists(lengths, causal):
+    owner = [k for k, n in enumerate(lengths) for _ in range(n)]
+    return [[owner[i] == owner[j] and (not causal or j <= i) for j in range(len(owner))]
+            for i in range(len(owner))]
+
+
+def packed_from_offsets(lengths, causal):
+    ends = np.cumsum(lengths)
+    sentence = np.searchsorted(ends, np.arange(ends[-1]), side="right")
+    m = np.equal.outer(sentence, sentence)
+    return m & causal_mask(len(sentence)) if causal else m
+
+
+@pytest.mark.parametrize("right", [packed_blocks, packed_lists, packed_from_offsets],
+                         ids=["blocks", "lists", "offsets"])
+def test_packed_other_correct_answers_pass(right, capsys):
+    checks.check_packed_mask(right, lang="en")
+    assert capsys.readouterr().out.startswith("✓")
+
+
+def _shifted(lengths, causal):
+    sentence = np.searchsorted(np.cumsum(lengths), np.arange(int(np.sum(lengths))), side="left")
+    m = sentence[:, None] == sentence[None, :]
+    return m & np.tri(len(sentence), dtype=bool) if causal else m
 
 
 @pytest.mark.parametrize("learner, words", [
-    (lambda n, S: (np.arange(S) <= np.asarray(n)[:, None])[:, None, :], "let one padding position in"),
-    (lambda n, S: (np.arange(S) < np.asarray(n)[:, None] - 1)[:, None, :], "mask the last real word"),
-    (lambda n, S: (np.arange(S) >= np.asarray(n)[:, None])[:, None, :], "inverted"),
-    (lambda n, S: np.arange(S) < np.asarray(n)[:, None], "(B, S)"),
-    (lambda n, S: (np.arange(S) < np.asarray(n)[:, None])[:, None, :].astype(int), "not bool"),
-    (lambda n, S: (np.arange(S) < np.maximum(np.asarray(n), 1)[:, None])[:, None, :], "empty sentence"),
-    (lambda n, S: (np.arange(S) < n[:, None])[:, None, :], "Python list"),
-], ids=["<=", "n-1", "inverted", "no middle axis", "int", "empty as 1", "list input"])
-def test_padding_names_each_classic_mistake(learner, words):
-    assert words in failure(checks.check_padding_mask, learner)
+    (lambda n, c: np.tri(int(np.sum(n)), dtype=bool) if c else np.ones((int(np.sum(n)),) * 2, dtype=bool),
+     "across sentence boundaries"),
+    (lambda n, c: packed_ref(n, False), "With causal True"),
+    (lambda n, c: packed_ref(n, True), "With causal False"),
+    (_shifted, "off by one"),
+    (lambda n, c: ~packed_ref(n, c), "exactly inverted"),
+    (lambda n, c: packed_ref(n, c).astype(int), "not bool"),
+    (lambda n, c: packed_ref(n, c) if isinstance(n, np.ndarray) else n + 1, "Python list"),
+], ids=["no boundaries", "causal ignored", "always causal", "boundaries off by one", "inverted",
+        "int", "list input"])
+def test_packed_names_each_classic_mistake(learner, words):
+    assert words in failure(checks.check_packed_mask, learner)
 
 
-def test_padding_refuses_the_library_under_any_name():
-    pm = padding_mask
-    assert "asks you not to use" in failure(checks.check_padding_mask, pm)
-    assert "asks you not to use" in failure(checks.check_padding_mask, lambda n, S: pm(np.asarray(n), S))
+def test_packed_speaks_chinese():
+    msg = failure(checks.check_packed_mask, lambda n, c: packed_ref(n, False), lang="zh")
+    assert "causal 为 True 时" in msg and "输入" in msg
+
+
+@settings(max_examples=30, deadline=None)
+@given(i=st.integers(0, 4), j=st.integers(0, 4))
+def test_packed_catches_any_single_wrong_entry(i, j):
+    def one_wrong(lengths, causal):
+        m = packed_ref(lengths, causal)
+        if causal and list(lengths) == [3, 2]:
+            m[i, j] = ~m[i, j]
+        return m
+    assert f"index ({i}, {j})" in failure(checks.check_packed_mask, one_wrong)
 
 
 # --- exercise 4: the scale for variance σ² ----------------------------------------------------

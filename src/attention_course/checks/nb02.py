@@ -3,7 +3,8 @@
 Each check runs the learner's function on inputs chosen so that the usual slips give a different
 answer: PyTorch's packed weights used without their transpose, split in the wrong order or along
 the wrong axis; projections that make "it → cat" strong but leave "cat → it" strong too; the two
-sentences of cross-attention swapped; a cosine that forgets to divide by the lengths. Where an
+sentences of cross-attention swapped; a second pair of projections whose scores are
+transposed or rescaled, or that only rescales the first. Where an
 exercise asks for something the library has, calls to the library's function are watched.
 """
 
@@ -13,11 +14,10 @@ import numpy as np
 
 from .. import examples
 from ..attention import scaled_dot_product_attention
-from ..chunked import online_softmax_attention
-from ..fast import fast_attention
-from ..projections import cosine_similarity, project_qkv
+from ..projections import project_qkv
 from ..softmax import softmax
-from ._core import Case, check_function, fail, get_language, run_learner
+from . import forbidden
+from ._core import Case, check_function, compare, fail, get_language, run_learner
 
 
 def _normal(seed: int, *shape, scale: float = 1.0) -> np.ndarray:
@@ -30,9 +30,6 @@ def _weights(d_model: int, d_k: int, d_v: int, seed: int):
     s = 1 / np.sqrt(d_model)
     return (rng.normal(scale=s, size=(d_model, d_k)), rng.normal(scale=s, size=(d_model, d_k)),
             rng.normal(scale=s, size=(d_model, d_v)))
-
-
-_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention)
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -80,7 +77,7 @@ def check_qkv_from_in_proj(learner, *, lang: str | None = None) -> None:
     """
     check_function(
         learner, _qkv_from_in_proj_reference, _in_proj_cases(), lang=lang,
-        name={"zh": "拆开 PyTorch 打包的权重", "en": "PyTorch's packed weights"},
+        name={"zh": "拆开 PyTorch 打包的投影矩阵", "en": "PyTorch's packed weights"},
         hint={"zh": "先想清楚哪几行属于查询、哪几行属于键和值（沿哪个轴切？），再想 PyTorch 的"
                     "（输出，输入）布局和我们的 (d_model, d_k) 布局差了什么。d_model 是方阵的边长，"
                     "忘了这一步形状也不会报错。按 (Q, K, V) 的顺序返回。",
@@ -258,59 +255,120 @@ def check_cross_attention_weights(learner, *, lang: str | None = None) -> None:
                     "the width of the keys; each query gets a softmax over its own row. The result "
                     "has L rows and S columns. The library's softmax subtracts each row's maximum, "
                     "so large scores do not overflow."},
-        forbidden=_ATTENTION_FUNCTIONS,
+        forbidden=forbidden.of("attention"),
     )
 
 
 # --------------------------------------------------------------------------- exercise 4
-def _cosine_cases():
+_SAME_SCORES_NAME = {"zh": "两对矩阵，同一个注意力", "en": "two pairs, one attention"}
+_SAME_SCORES_HINT = {
+    "zh": "分数是 X (W_Q W_Kᵀ) Xᵀ：只要中间这个 d_model × d_model 的矩阵不变，对任何 X 分数都不变。"
+          "在 W_Q 的右边乘一个 d_k × d_k 的矩阵，W_Kᵀ 的左边要配上什么，乘积才不变？一个数和它的倒数"
+          "是最简单的一种，这里不算；想想旋转，或者别的可逆矩阵。",
+    "en": "the scores are X (W_Q W_Kᵀ) Xᵀ: as long as the d_model × d_model matrix in the middle stays "
+          "the same, so do the scores, for every X. If W_Q is multiplied on the right by a d_k × d_k "
+          "matrix, what must stand on the left of W_Kᵀ for the product to stay the same? A number and "
+          "its inverse are the simplest case and do not count here; think of a rotation, or of "
+          "another invertible matrix.",
+}
+_SAME_SCORES_SAY = {
+    "zh": {"pair": "应返回 (W_Q2, W_K2) 两个矩阵，实际得到 {got}",
+           "shape": "W_Q2 的形状是 {q}，W_K2 的形状是 {k}；两者都应和原来一样是 {want}",
+           "nan": "W_Q2 或 W_K2 里有 NaN 或 inf",
+           "scores": "对一个形状 {x} 的随机 X，分数 X W_Q2 (X W_K2)ᵀ 和原来的不同：{reason}",
+           "swapped": "你的分数是原来的转置：W_Q 和 W_K 的角色换了，“i 看 j”变成了“j 看 i”。",
+           "scaled": "你的分数是原来的 {c:.3g} 倍：两边乘上的东西没有互相抵消。",
+           "multiple": "{which}2 是原来 {which} 的倍数（{c:.3g} 倍）；要的是一个不只是缩放的新矩阵"},
+    "en": {"pair": "expected the pair (W_Q2, W_K2), got {got}",
+           "shape": "W_Q2 has shape {q} and W_K2 {k}; both must keep the shape {want}",
+           "nan": "W_Q2 or W_K2 contains NaN or inf",
+           "scores": "for a random X of shape {x}, the scores X W_Q2 (X W_K2)ᵀ differ from the "
+                     "original ones: {reason}",
+           "swapped": "your scores are the transpose of the original ones: W_Q and W_K swapped roles, "
+                      "so 'i looks at j' became 'j looks at i'.",
+           "scaled": "your scores are {c:.3g} times the original ones: what you multiplied on the two "
+                     "sides does not cancel out.",
+           "multiple": "{which}2 is a multiple of {which} ({c:.3g} times it); a new matrix that is "
+                       "more than a rescaling is asked for"},
+}
+
+
+def _same_scores_cases():
+    W_Q, W_K, _ = _weights(8, 4, 4, seed=70)
+    W_Q3, W_K3, _ = _weights(3, 3, 3, seed=72)
     return [
-        Case({"zh": "两个长度不是 1 的向量", "en": "two vectors whose length is not 1"},
-             (np.array([3.0, 4.0, 0.0]), np.array([1.0, 2.0, 2.0]))),
-        Case({"zh": "方向相同、长度不同（应为 1）",
-              "en": "same direction, different lengths (should be 1)"},
-             (np.array([1.0, -2.0, 0.5]), np.array([5.0, -10.0, 2.5]))),
-        Case({"zh": "方向相反（应为 -1）", "en": "opposite directions (should be -1)"},
-             (np.array([0.5, 1.5]), np.array([-2.0, -6.0]))),
-        Case({"zh": "逐行比较：两个 (3, 4) 矩阵，结果形状 (3,)",
-              "en": "row by row: two (3, 4) matrices, result of shape (3,)"},
-             (_normal(40, 3, 4, scale=3.0), _normal(41, 3, 4, scale=0.2))),
-        Case({"zh": "一个向量对 3 行（广播），结果形状 (3,)",
-              "en": "one vector against 3 rows (broadcast), result of shape (3,)"},
-             (np.array([1.0, 2.0, -1.0, 0.0]), _normal(42, 3, 4, scale=2.0))),
-        Case({"zh": "其中一个是零向量（应为 0，而不是 nan）",
-              "en": "one of them is the zero vector (should be 0, not nan)"},
-             (np.zeros(3), np.array([1.0, 2.0, 3.0]))),
-        Case({"zh": "float32：两个 (2, 5) 矩阵逐行比较", "en": "float32: two (2, 5) matrices row by row"},
-             (_normal(43, 2, 5).astype(np.float32), _normal(44, 2, 5).astype(np.float32))),
+        Case({"zh": "d_model = 8，d_k = 4", "en": "d_model = 8, d_k = 4"}, (W_Q, W_K)),
+        Case({"zh": "d_model = 5，d_k = 2", "en": "d_model = 5, d_k = 2"}, _weights(5, 2, 2, seed=71)[:2]),
+        Case({"zh": "方阵：d_model = d_k = 3", "en": "square matrices: d_model = d_k = 3"}, (W_Q3, W_K3)),
+        Case({"zh": "float32，d_model = 6，d_k = 3", "en": "float32, d_model = 6, d_k = 3"},
+             tuple(w.astype(np.float32) for w in _weights(6, 3, 3, seed=73)[:2])),
+        Case({"zh": "Python 列表，d_model = 4，d_k = 2", "en": "Python lists, d_model = 4, d_k = 2"},
+             tuple(w.round(3).tolist() for w in _weights(4, 2, 2, seed=74)[:2])),
     ]
 
 
-def check_cosine(learner, *, lang: str | None = None) -> None:
-    """Check ``learner(a, b)``: the cosine similarity along the last axis.
+def _multiple_of(a: np.ndarray, b: np.ndarray, tol: float):
+    """The c with b = c·a when b is (within tol, relative) a multiple of a, else None."""
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    c = float(a @ b / (a @ a))
+    return c if np.linalg.norm(b - c * a) <= tol * max(np.linalg.norm(b), 1e-300) else None
+
+
+def check_same_scores(learner, *, lang: str | None = None) -> None:
+    """Check ``learner(W_Q, W_K) -> (W_Q2, W_K2)``: another pair of projections with the same scores.
 
     Parameters
     ----------
     learner : callable
-        ``a, b: (..., d)``, broadcast against each other; returns shape (...), 0 where either
-        vector is zero (as :func:`cosine_similarity` does). It must contain no loop and must not
-        call (or be) :func:`cosine_similarity`.
+        ``W_Q, W_K: (d_model, d_k)`` with d_k ≥ 2, as arrays or nested lists; returns two matrices
+        of the same shapes with ``X W_Q2 (X W_K2)ᵀ = X W_Q (X W_K)ᵀ`` for every X, neither a
+        multiple of the matrix it replaces.
     lang : {"zh", "en"}, optional
 
     Raises
     ------
     CheckFailed
-        On the first input that differs: vectors whose length is not 1, the same and opposite
-        directions, rows of two matrices, one vector against several rows, a zero vector,
-        float32 rows; or when the function loops or calls the library's cosine.
+        On the first pair where the result is not two matrices of the right shapes, the scores
+        differ on a random X (named when they are transposed or rescaled), or a new matrix is
+        only a multiple of the old one: rectangular, square, float32 and list inputs.
     """
-    check_function(
-        learner, cosine_similarity, _cosine_cases(), lang=lang,
-        name={"zh": "余弦相似度", "en": "cosine similarity"},
-        hint={"zh": "点积要除以两个向量长度的乘积，点积和长度都沿最后一个轴算，这样一次就能算完"
-                    "所有行；长度为 0 的地方不能去除，要直接给 0。",
-              "en": "divide the dot product by the product of both lengths, both taken along the last "
-                    "axis so that all rows are done at once; where a length is 0, do not divide: "
-                    "give 0."},
-        forbidden=(cosine_similarity,), no_loops=True,
-    )
+    lang = get_language(lang)
+    say = _SAME_SCORES_SAY[lang]
+    name, hint = _SAME_SCORES_NAME, _SAME_SCORES_HINT
+    cases = _same_scores_cases()
+    for n_case, case in enumerate(cases):
+        W_Q, W_K = (np.asarray(w) for w in case.args)
+        args = [w.copy() if isinstance(w, np.ndarray) else [list(row) for row in w] for w in case.args]
+        got = run_learner(learner, *args, name=name, label=case.label, hint=hint, lang=lang)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            fail(name, case.label, say["pair"].format(got=type(got).__name__), hint=hint, lang=lang)
+        try:
+            W_Q2, W_K2 = (np.asarray(w, dtype=np.result_type(np.asarray(w), np.float32)) for w in got)
+        except (TypeError, ValueError):
+            fail(name, case.label, say["pair"].format(got=type(got).__name__), hint=hint, lang=lang)
+        if W_Q2.shape != W_Q.shape or W_K2.shape != W_K.shape:
+            fail(name, case.label, say["shape"].format(q=W_Q2.shape, k=W_K2.shape, want=W_Q.shape),
+                 hint=hint, lang=lang)
+        if not (np.isfinite(W_Q2).all() and np.isfinite(W_K2).all()):
+            fail(name, case.label, say["nan"], hint=hint, lang=lang)
+        X = _normal(80 + n_case, 6, W_Q.shape[0])                       # (6, d_model)
+        Xg = X.astype(np.result_type(W_Q2, W_K2))                       # the learner's precision
+        expected = (X @ W_Q) @ (X @ W_K).T                              # (6, 6)
+        scores = (Xg @ W_Q2) @ (Xg @ W_K2).T
+        reason = compare(scores, expected, lang=lang)
+        if reason:
+            found = hint
+            if compare(scores, expected.T, lang=lang) is None:
+                found = say["swapped"]
+            else:
+                c = _multiple_of(expected, scores, 1e-3)
+                if c is not None:
+                    found = say["scaled"].format(c=c)
+            fail(name, case.label, say["scores"].format(x=X.shape, reason=reason), hint=found, lang=lang)
+        tol = 1e-4 if np.result_type(W_Q2, W_K2) == np.float32 else 1e-9
+        for which, old, new in (("W_Q", W_Q, W_Q2), ("W_K", W_K, W_K2)):
+            c = _multiple_of(old, new, tol)
+            if c is not None:
+                fail(name, case.label, say["multiple"].format(which=which, c=c), hint=hint, lang=lang)
+    print({"zh": f"✓ {name['zh']}：{len(cases)} 个测试用例全部通过",
+           "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])

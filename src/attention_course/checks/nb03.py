@@ -9,83 +9,14 @@ answer equals one of them, the message names that mistake.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
-from ..backprop import attention_forward, softmax_forward
-from ..chunked import online_softmax_attention
-from ..fast import fast_attention
-from ..grouped import grouped_query_attention
-from ..softmax import softmax
-from ._core import Case, compare, fail, get_language, run_learner
+from ..attention import causal_mask, padding_mask, scaled_dot_product_attention
+from . import forbidden
+from ._core import Case, check_function, compare, fail, get_language, run_learner
+from ._core import label as _label
 
-__all__ = ["check_attention", "check_causal_mask", "check_padding_mask", "check_score_scale"]
-
-
-def _label(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
-
-
-def _same(got, wrong) -> bool:
-    """Whether the learner's answer equals a known wrong answer (NaN where it has NaN)."""
-    try:
-        g, w = np.asarray(got), np.asarray(wrong)
-        if g.shape != w.shape:
-            return False
-        if w.dtype == np.bool_ or g.dtype == np.bool_:
-            return g.dtype == w.dtype and bool(np.array_equal(g, w))
-        return bool(np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-4, atol=1e-6,
-                                equal_nan=True))
-    except (TypeError, ValueError):
-        return False
-
-
-def _diagnose(got, expected, variants, default):
-    """The hint of the first known mistake whose answer on this input equals ``got``.
-
-    A mistake that gives the right answer on this input (an inverted mask when there is no mask)
-    says nothing about the learner's answer and is skipped.
-    """
-    for make, hint in variants:
-        try:
-            with np.errstate(all="ignore"):
-                wrong = make()
-        except Exception:          # a mistake that cannot even run on this input
-            continue
-        if not _same(wrong, expected) and _same(got, wrong):
-            return hint
-    return default
-
-
-def _only_dtype_differs(got, expected) -> bool:
-    try:
-        return compare(np.asarray(got).astype(expected.dtype), expected) is None
-    except (TypeError, ValueError, AttributeError):
-        return False
-
-
-def _run_cases(fn, reference, cases, variants_for, *, name, hint, forbidden, lang, check_dtype=False,
-               dtype_hint=None):
-    """Run every case; on the first that differs, fail with the matching mistake's hint."""
-    for case in cases:
-        expected = reference(*case.args, **case.kwargs)
-        got = run_learner(fn, *[_copy(a) for a in case.args], name=name, label=case.label,
-                          forbidden=forbidden, hint=hint, lang=lang, **case.kwargs)
-        reason = compare(got, expected, check_dtype=check_dtype, lang=lang)
-        if reason:
-            if dtype_hint is not None and _only_dtype_differs(got, expected):
-                found = dtype_hint
-            else:
-                found = _diagnose(got, expected, variants_for(*case.args, **case.kwargs), hint)
-            fail(name, case.label, reason, hint=found, lang=lang)
-    print({"zh": f"✓ {name['zh']}：{len(cases)} 个测试用例全部通过",
-           "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
-
-
-def _copy(a):
-    return a.copy() if isinstance(a, np.ndarray) else a
+__all__ = ["check_attention", "check_continuation_mask", "check_packed_mask", "check_score_scale"]
 
 
 def _qkv(seed, L, S, E, Ev, batch=(), spread=1.0, dtype=np.float64):
@@ -116,29 +47,6 @@ PROMOTED = _label(
     "The values are right, but float32 inputs gave another dtype: a NumPy float64 scalar (such as "
     "what np.sqrt returns) silently promotes a float32 array. Turn it into a Python number, or into "
     "the input's dtype, first.")
-
-#: Functions that compute the softmax or the whole attention: the exercise builds both itself.
-ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention,
-                       grouped_query_attention, attention_forward, softmax_forward, softmax)
-
-
-def _outside_softmax_functions() -> tuple:
-    """SciPy's and PyTorch's softmax and attention, when the learner's session has loaded them.
-
-    Neither is a dependency of the course; a module the learner never imported cannot be called,
-    so only the loaded ones are watched (and importing them here would slow every check down).
-    """
-    found = []
-    scipy_special = sys.modules.get("scipy.special")
-    if scipy_special is not None:
-        found.append(scipy_special.softmax)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        functional = torch.nn.functional
-        found += [torch.softmax, torch.Tensor.softmax, functional.softmax,
-                  functional.scaled_dot_product_attention]
-    return tuple(found)
-
 
 def _masked_softmax(scores, mask, *, fill=-np.inf, shift="row", guard=True, axis=-1):
     """The softmax of a learner's usual mistakes: a given fill value, shift, guard and axis."""
@@ -271,20 +179,21 @@ def check_attention(learner, lang: str | None = None) -> None:
         float32).
     """
     lang = get_language(lang)
-    _run_cases(learner, _attention_reference, _attention_cases(), _attention_variants,
-               name=ATTENTION_NAME, hint=ATTENTION_HINT,
-               forbidden=ATTENTION_FUNCTIONS + _outside_softmax_functions(), lang=lang,
-               check_dtype=True, dtype_hint=PROMOTED)
+    check_function(learner, _attention_reference, _attention_cases(), mistakes=_attention_variants,
+                   name=ATTENTION_NAME, hint=ATTENTION_HINT,
+                   forbidden=forbidden.of("softmax", "attention"), lang=lang,
+                   check_dtype=True, dtype_hint=PROMOTED)
 
 
-# --- exercise 2: causal mask ----------------------------------------------------------------
+# --- exercise 2: the causal mask of a continuation ----------------------------------------
 
-CAUSAL_NAME = _label("练习 2（因果掩码）", "Exercise 2 (causal mask)")
-CAUSAL_HINT = _label(
-    "第 i 个查询可以看第 0..i 个键（包括它自己）。形状 (L, S)，dtype 为 bool，True 表示“参与”。"
-    "L ≠ S 时三角形仍然从左上角开始。",
-    "Query i may look at keys 0..i (itself included). Shape (L, S), dtype bool, True meaning "
-    "'takes part'. When L ≠ S the triangle still starts in the top-left corner.",
+CONTINUATION_NAME = _label("练习 2（续写时的因果掩码）", "Exercise 2 (the causal mask of a continuation)")
+CONTINUATION_HINT = _label(
+    "已经读过的 S − L 个词排在前面，第 i 个查询站在位置 S − L + i：它可以看这个位置和它前面的所有键，"
+    "已经读过的词也算。形状 (L, S)，dtype 为 bool，True 表示“参与”。L = S 时结果就是第 4 节的掩码。",
+    "The S − L words already read come first, and query i stands at position S − L + i: it may "
+    "look at the key there and at every key before it, the words already read included. Shape "
+    "(L, S), dtype bool, True meaning 'takes part'. For L = S the result is section 4's mask.",
 )
 NOT_BOOL = _label(
     "数值对了，但 dtype 不是 bool：0/1 的整数或浮点数掩码会被当成加到分数上的数，而不是“参与 / 不参与”。",
@@ -292,34 +201,46 @@ NOT_BOOL = _label(
     "numbers added to the scores, not as 'takes part or not'.")
 
 
-def _causal_variants(L, S):
-    right = causal_mask(L, S)
+def _continuation_reference(L, S):
+    position = S - L + np.arange(L)                                    # (L,): where each query stands
+    return np.arange(S)[None, :] <= position[:, None]                  # (L, S)
+
+
+def _continuation_variants(L, S):
+    right = _continuation_reference(L, S)
+    only_new = np.zeros((L, S), dtype=bool)
+    only_new[:, S - L:] = np.tri(L, dtype=bool)
     return [
+        (lambda: causal_mask(L, S), _label(
+            "你的三角形从左上角开始，像第 4 节那样：那时第 i 个查询就站在位置 i。"
+            "这里前面还有 S − L 个已经读过的词，第 i 个查询站在位置 S − L + i。",
+            "Your triangle starts in the top-left corner, as in section 4, where query i stood at "
+            "position i. Here S − L words already read come first, and query i stands at position "
+            "S − L + i.")),
+        (lambda: only_new, _label(
+            "你的查询看不到已经读过的词：留着它们的键，正是为了让新词能看它们。",
+            "Your queries cannot see the words already read: their keys are kept precisely so that "
+            "the new words can look at them.")),
         (lambda: ~right, _label(
-            "你的掩码正好反了：这门课约定 True 表示“参与”（和 PyTorch 的 scaled_dot_product_attention "
-            "一样），不是“被屏蔽”。",
-            "Your mask is exactly inverted: in this course True means 'takes part' (as in PyTorch's "
-            "scaled_dot_product_attention), not 'masked'.")),
-        (lambda: np.triu(np.ones((L, S), dtype=bool)), _label(
-            "你给出的是上三角：那等于让每个查询去看“未来”的键。因果掩码保留的是下三角。",
-            "You returned the upper triangle, which lets each query see the future. A causal mask "
-            "keeps the lower triangle.")),
-        (lambda: np.tri(L, S, k=-1, dtype=bool), _label(
-            "你的掩码把对角线也屏蔽了：一个词可以看它自己。",
-            "Your mask masks the diagonal too: a word may look at itself.")),
-        (lambda: np.tri(L, S, k=S - L, dtype=bool), _label(
-            "你的三角形对齐在右下角：L ≠ S 时，这门课（和 PyTorch 的 is_causal 一样）让它从左上角开始，"
-            "第 i 个查询看第 0..i 个键。",
-            "Your triangle is aligned to the bottom-right corner: when L ≠ S this course (like "
-            "PyTorch's is_causal) starts it in the top-left corner, query i seeing keys 0..i.")),
+            "你的掩码正好反了：这门课约定 True 表示“参与”，不是“被屏蔽”。",
+            "Your mask is exactly inverted: in this course True means 'takes part', not 'masked'.")),
+        (lambda: np.eye(L, S, k=S - L, dtype=bool), _label(
+            "你的每个查询只看它自己那一个位置：前面的键也都可以看。",
+            "Each of your queries sees only its own position: it may see every key before it too.")),
+        (lambda: np.tri(L, S, k=S - L - 1, dtype=bool), _label(
+            "你的掩码把每个查询自己的位置也屏蔽了：一个词可以看它自己。",
+            "Your mask masks each query's own position too: a word may look at itself.")),
+        (lambda: ~np.tri(L, S, k=S - L - 1, dtype=bool), _label(
+            "你给出的是上三角：那等于让每个查询去看“未来”的键。",
+            "You returned the upper triangle, which lets each query see the future.")),
     ]
 
 
-def check_causal_mask(learner, lang: str | None = None) -> None:
-    """Check ``learner(L, S) -> (L, S) bool``, True where query i may see key j.
+def check_continuation_mask(learner, lang: str | None = None) -> None:
+    """Check ``learner(L, S) -> (L, S) bool`` for L new queries after S − L keys already read.
 
-    Compared with the library's ``causal_mask`` (top-left aligned), which is forbidden, as is
-    ``sliding_window_mask``.
+    Query i stands at position S − L + i and may see the keys at that position and before it.
+    For L = S this is the library's ``causal_mask``; calling the library's masks is allowed.
 
     Parameters
     ----------
@@ -329,58 +250,78 @@ def check_causal_mask(learner, lang: str | None = None) -> None:
     Raises
     ------
     CheckFailed
-        Naming the (L, S) that differs: square, a single word, L < S, L > S.
+        Naming the (L, S) that differs: L = S, a single new word, several new words after some
+        already read; and naming the mistake when it recognises it (the top-left triangle, the
+        words already read left out, an inverted mask, a masked diagonal, the upper triangle).
     """
     lang = get_language(lang)
     cases = [
-        Case(_label("L = S = 4", "L = S = 4"), (4, 4)),
-        Case(_label("L = S = 1（只有一个词）", "L = S = 1 (a single word)"), (1, 1)),
-        Case(_label("L = 3 个查询，S = 5 个键（L < S）", "L = 3 queries, S = 5 keys (L < S)"), (3, 5)),
-        Case(_label("L = 5 个查询，S = 2 个键（L > S）", "L = 5 queries, S = 2 keys (L > S)"), (5, 2)),
-        Case(_label("L = S = 7", "L = S = 7"), (7, 7)),
+        Case(_label("L = S = 4（还没有读过的词）", "L = S = 4 (no words read before)"), (4, 4)),
+        Case(_label("L = 1 个新词，S = 5 个键", "L = 1 new word, S = 5 keys"), (1, 5)),
+        Case(_label("L = 3 个新词，S = 7 个键", "L = 3 new words, S = 7 keys"), (3, 7)),
+        Case(_label("L = 2 个新词，S = 3 个键", "L = 2 new words, S = 3 keys"), (2, 3)),
+        Case(_label("L = S = 1", "L = S = 1"), (1, 1)),
+        Case(_label("L = 5 个新词，S = 9 个键", "L = 5 new words, S = 9 keys"), (5, 9)),
     ]
-    _run_cases(learner, causal_mask, cases, _causal_variants, name=CAUSAL_NAME, hint=CAUSAL_HINT,
-               forbidden=(causal_mask, sliding_window_mask), lang=lang, check_dtype=True,
-               dtype_hint=NOT_BOOL)
+    check_function(learner, _continuation_reference, cases, mistakes=_continuation_variants,
+                   name=CONTINUATION_NAME, hint=CONTINUATION_HINT, lang=lang, check_dtype=True,
+                   dtype_hint=NOT_BOOL)
 
 
-# --- exercise 3: padding mask ---------------------------------------------------------------
+# --- exercise 3: sentences packed into one row ------------------------------------------------
 
-PADDING_NAME = _label("练习 3（填充掩码）", "Exercise 3 (padding mask)")
-PADDING_HINT = _label(
-    "长度为 n 的句子，真实的词在位置 0..n-1。形状是 (B, 1, S)，中间那个长度为 1 的轴让它能广播到每个查询上；"
-    "dtype 为 bool。",
-    "A sentence of length n has real words at positions 0..n-1. The shape is (B, 1, S); the middle "
-    "axis of size 1 lets it broadcast over the queries; the dtype is bool.",
+PACKED_NAME = _label("练习 3（拼进一行的几句话）", "Exercise 3 (sentences packed into one row)")
+PACKED_HINT = _label(
+    "先弄清每个位置属于第几句：第 k 句从前面各句长度之和开始，占 lengths[k] 个位置。第 i 个查询只能看"
+    "同一句里的键；causal 为 True 时，还只能看不在它后面的键。形状 (S, S)，dtype 为 bool。",
+    "First work out which sentence each position belongs to: sentence k starts at the sum of the "
+    "lengths before it and takes lengths[k] positions. Query i may look only at keys of its own "
+    "sentence; with causal True, only at those not after it. Shape (S, S), dtype bool.",
 )
 
 
-def _padding_variants(lengths, S):
-    lengths = np.asarray(lengths)
-    pos = np.arange(S)
+def _packed_reference(lengths, causal):
+    lengths = np.asarray(lengths, dtype=int)
+    sentence = np.repeat(np.arange(len(lengths)), lengths)             # (S,)
+    mask = sentence[:, None] == sentence[None, :]                       # (S, S)
+    if causal:
+        mask &= np.tri(len(sentence), dtype=bool)
+    return mask
+
+
+def _packed_variants(lengths, causal):
+    lengths = np.asarray(lengths, dtype=int)
+    S = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    shifted = np.searchsorted(ends, np.arange(S), side="left")          # boundaries one too late
+    blocks_shifted = shifted[:, None] == shifted[None, :]
     return [
-        (lambda: (pos <= lengths[:, None])[:, None, :], _label(
-            "差了一位：你多放进了一个填充位。长度为 n 时真实位置是 0..n-1。",
-            "Off by one: you let one padding position in. With length n the real positions are "
-            "0..n-1.")),
-        (lambda: (pos < lengths[:, None] - 1)[:, None, :], _label(
-            "差了一位：你把最后一个真实的词屏蔽了。长度为 n 时真实位置是 0..n-1。",
-            "Off by one: you mask the last real word. With length n the real positions are 0..n-1.")),
-        (lambda: (pos >= lengths[:, None])[:, None, :], _label(
-            "你的掩码反了：True 表示“真实的词，参与计算”，填充位才是 False。",
-            "Your mask is inverted: True marks the real words (they take part); padding is False.")),
-        (lambda: pos < lengths[:, None], _label(
-            "数值对了，但形状是 (B, S)：要在中间加一个长度为 1 的轴，变成 (B, 1, S)。",
-            "The values are right but the shape is (B, S): add a middle axis of size 1 to get "
-            "(B, 1, S).")),
+        (lambda: np.tri(S, dtype=bool) if causal else np.ones((S, S), dtype=bool), _label(
+            "你的词越过了句子的边界：拼在一行里的各句互不相干，一个词只能看自己这句话。",
+            "Your words look across sentence boundaries: the sentences packed into the row have "
+            "nothing to do with each other, and a word may look only at its own sentence.")),
+        (lambda: _packed_reference(lengths, False), _label(
+            "causal 为 True 时，一个词不能看同一句里它后面的词。",
+            "With causal True, a word must not look at the later words of its own sentence.")),
+        (lambda: _packed_reference(lengths, True), _label(
+            "causal 为 False 时，一个词可以看整句话，后面的词也算。",
+            "With causal False, a word sees its whole sentence, the later words too.")),
+        (lambda: blocks_shifted & np.tri(S, dtype=bool) if causal else blocks_shifted, _label(
+            "句子的边界差了一位：第 k 句从前面各句长度之和开始，到下一句开始之前结束。",
+            "The sentence boundaries are off by one: sentence k starts at the sum of the lengths "
+            "before it and ends just before the next one starts.")),
+        (lambda: ~_packed_reference(lengths, causal), _label(
+            "你的掩码正好反了：这门课约定 True 表示“参与”，不是“被屏蔽”。",
+            "Your mask is exactly inverted: in this course True means 'takes part', not 'masked'.")),
     ]
 
 
-def check_padding_mask(learner, lang: str | None = None) -> None:
-    """Check ``learner(lengths, S) -> (B, 1, S) bool``, True for the real (unpadded) keys.
+def check_packed_mask(learner, lang: str | None = None) -> None:
+    """Check ``learner(lengths, causal) -> (S, S) bool`` for sentences packed into one row.
 
-    Compared with the library's ``padding_mask``, which is forbidden. ``lengths`` comes as an
-    int array or as a plain list.
+    ``S`` is the sum of the lengths; query i may see key j when both belong to the same sentence
+    and, with ``causal``, j ≤ i. ``lengths`` comes as a list or as an int array; calling the
+    library's masks is allowed.
 
     Parameters
     ----------
@@ -390,21 +331,30 @@ def check_padding_mask(learner, lang: str | None = None) -> None:
     Raises
     ------
     CheckFailed
-        Naming the lengths that differ: no padding, an empty sentence, a list of lengths.
+        Naming the lengths and the ``causal`` flag that differ: two, three and one sentences,
+        one-word sentences, a list; and naming the mistake when it recognises it (across
+        sentence boundaries, the causal flag ignored or applied when False, boundaries off by
+        one, an inverted mask).
     """
     lang = get_language(lang)
     cases = [
-        Case(_label("lengths = [3, 1]，S = 4", "lengths = [3, 1], S = 4"), (np.array([3, 1]), 4)),
-        Case(_label("lengths = [5]，S = 5（没有填充）", "lengths = [5], S = 5 (no padding)"),
-             (np.array([5]), 5)),
-        Case(_label("lengths = [0, 2]，S = 2（有一个空句子）", "lengths = [0, 2], S = 2 (an empty sentence)"),
-             (np.array([0, 2]), 2)),
-        Case(_label("lengths = [4, 6, 1]，S = 6", "lengths = [4, 6, 1], S = 6"), (np.array([4, 6, 1]), 6)),
-        Case(_label("lengths 是 Python 列表 [2, 3]，S = 4", "lengths as a Python list [2, 3], S = 4"),
-             ([2, 3], 4)),
+        Case(_label("lengths = [3, 2]，causal = False", "lengths = [3, 2], causal = False"),
+             (np.array([3, 2]), False)),
+        Case(_label("lengths = [3, 2]，causal = True", "lengths = [3, 2], causal = True"),
+             (np.array([3, 2]), True)),
+        Case(_label("lengths = [1, 1, 1]，causal = True（每句只有一个词）",
+                    "lengths = [1, 1, 1], causal = True (one word per sentence)"),
+             (np.array([1, 1, 1]), True)),
+        Case(_label("lengths = [4]，causal = True（只有一句）",
+                    "lengths = [4], causal = True (a single sentence)"),
+             (np.array([4]), True)),
+        Case(_label("lengths 是 Python 列表 [2, 4, 1]，causal = False",
+                    "lengths as a Python list [2, 4, 1], causal = False"), ([2, 4, 1], False)),
+        Case(_label("lengths = [1, 3, 2]，causal = True", "lengths = [1, 3, 2], causal = True"),
+             (np.array([1, 3, 2]), True)),
     ]
-    _run_cases(learner, padding_mask, cases, _padding_variants, name=PADDING_NAME, hint=PADDING_HINT,
-               forbidden=(padding_mask,), lang=lang, check_dtype=True, dtype_hint=NOT_BOOL)
+    check_function(learner, _packed_reference, cases, mistakes=_packed_variants, name=PACKED_NAME,
+                   hint=PACKED_HINT, lang=lang, check_dtype=True, dtype_hint=NOT_BOOL)
 
 
 # --- exercise 4: the scale when q and k have variance σ² ----------------------------------
