@@ -23,7 +23,8 @@ tests/test_library_map.py, fails when one is missing):
 - :mod:`.examples` - the running examples of the course, in both languages
 - :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
 - :mod:`.widgets` - one live widget module per notebook (``nbNN``), on ``widgets._base.Explorer``
-- :mod:`.checks` - one exercise-check module per notebook (``nbNN``), on ``checks._core``
+- :mod:`.checks` - one exercise-check module per notebook (``nbNN``), on ``checks._core`` and
+  ``checks.forbidden``
 - :mod:`._validate` - the input checks shared by the public functions (clear errors at the boundary)
 
 Mask convention everywhere: a boolean mask is True where a position takes part. Heads, layers,
