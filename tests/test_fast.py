@@ -441,6 +441,7 @@ def test_huge_finite_inputs_whose_squares_overflow_are_not_refused():
     assert_matches_direct(q, k, v)
 
 
+@pytest.mark.slow   # runs a notebook kernel
 def test_bench_notebook_timing_keeps_the_kernel_tcp_warning_out(tmp_path, capfd):
     # The kernel's process writes to this process's stderr unless the bench redirects it:
     # capfd sees both, so the warning would show here if it were let through.

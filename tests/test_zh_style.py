@@ -2,7 +2,7 @@
 
 Where Chinese appears: the Markdown and the code of the zh notebooks (string literals), what they
 print, the Chinese string literals of the library's widgets, checks, figures and examples, and
-the README's Chinese text. The rules:
+the Chinese pages (README.zh-CN.md, the guides in docs/, the hand-out's README). The rules:
 
 - one paragraph, one line: no newline between two Chinese characters inside Markdown prose
   (Markdown shows it as a stray space);
@@ -28,8 +28,10 @@ from notebook_tools import (
     CJK_TEXT,
     ROOT,
     chinese_strings,
+    cjk_count,
     code_cells,
     code_literals,
+    english_words,
     load,
     markdown_cells,
     notebook_names,
@@ -41,7 +43,9 @@ from notebook_tools import (
 SRC = ROOT / "src" / "attention_course"
 SRC_FILES = sorted([*(SRC / "widgets").glob("*.py"), *(SRC / "checks").glob("*.py"),
                     SRC / "plots.py", SRC / "examples.py"])
-README = ROOT / "README.md"
+# The pages written in Chinese: each one is README.zh-CN.md or <name>.zh-CN.md.
+ZH_PAGES = sorted([ROOT / "README.zh-CN.md", *(ROOT / "docs").glob("*.zh-CN.md"),
+                   *(ROOT / "handout").glob("*.zh-CN.md")])
 NOTEBOOKS = notebook_names()
 
 ASCII_NEXT_TO_CJK = re.compile(rf"[{CJK_IDEOGRAPH}][,:;?!()]|[,:;?!()][{CJK_IDEOGRAPH}]")
@@ -189,15 +193,16 @@ def source_findings(path: Path) -> dict[str, list[Finding]]:
     return found
 
 
-def readme_findings() -> dict[str, list[Finding]]:
-    raw = README.read_text(encoding="utf-8")
+def page_findings(path: Path) -> dict[str, list[Finding]]:
+    raw = path.read_text(encoding="utf-8")
     text = prose(raw, code=CODE, math=MATH)
-    found = {"newline": newline_breaks(raw, "README.md", line_numbers=True),
+    name = str(path.relative_to(ROOT))
+    found = {"newline": newline_breaks(raw, name, line_numbers=True),
              "punctuation": [], "quotes": [], "glossary": []}
     for n, line in enumerate(text.split("\n"), start=1):
         if not CJK.search(line):
             continue
-        where = f"README.md:{n}"
+        where = f"{name}:{n}"
         found["punctuation"] += ascii_punctuation(line, where)
         found["quotes"] += quotes(line, where)
         found["glossary"] += glossary(line, where)
@@ -228,9 +233,20 @@ def test_chinese_strings_in_the_library(path, rule):
 
 
 @pytest.mark.parametrize("rule", ["newline", "punctuation", "quotes", "glossary"])
-def test_readme(rule):
-    findings = readme_findings()[rule]
+@pytest.mark.parametrize("path", ZH_PAGES, ids=[str(p.relative_to(ROOT)) for p in ZH_PAGES])
+def test_chinese_page(path, rule):
+    findings = page_findings(path)[rule]
     assert not findings, _report(findings)
+
+
+def test_every_chinese_page_is_read():
+    # the pages are found by name: a Chinese page under another name would escape the rules
+    assert ROOT / "README.zh-CN.md" in ZH_PAGES and ROOT / "docs" / "instructors.zh-CN.md" in ZH_PAGES
+    for path in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "handout").glob("*.md")]:
+        text = prose(path.read_text(encoding="utf-8"))
+        if path not in ZH_PAGES:   # an English page may quote a word or two of Chinese
+            assert cjk_count(text) < english_words(text) / 10, (
+                f"{path.relative_to(ROOT)} is mostly Chinese: name it <name>.zh-CN.md")
 
 
 def test_every_zh_notebook_is_read():

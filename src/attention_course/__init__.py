@@ -1,23 +1,41 @@
 """attention_course: the library behind the self-attention course (中文 / English).
 
-One module per idea, in the order of the notebooks:
+One module per idea, in the order of the notebooks (every module is listed here, and a test,
+tests/test_library_map.py, fails when one is missing):
 
 - :mod:`.softmax` - a stable softmax (01, 03)
 - :mod:`.projections` - Q, K, V from one embedding (02)
 - :mod:`.attention` - scaled dot-product attention and masks, PyTorch semantics (03)
 - :mod:`.multihead` - multi-head attention, ``torch.nn.MultiheadAttention`` layout (04)
 - :mod:`.grouped` - grouped-query attention: H query heads share G key/value heads (04)
-- :mod:`.positional` - sinusoidal and rotary positional encoding (05)
-- :mod:`.cost` and :mod:`.chunked` - the quadratic cost and exact chunked attention (06)
+- :mod:`.head_patterns` - heads whose weights are set by hand to show what trained heads do (04)
+- :mod:`.positional` - sinusoidal, rotary and ALiBi positional encoding (05)
+- :mod:`.cost` - how many operations and how much memory attention needs (06)
+- :mod:`.chunked` - exact attention in blocks with an online softmax (06)
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
-- :mod:`.backprop`, :mod:`.optim`, :mod:`.gradcheck` - backward passes, Adam and gradient checks (07)
-- :mod:`.tasks`, :mod:`.tiny_model`, :mod:`.progress` - tiny attention-only models trained in seconds (07)
-- :mod:`.pretrained`, :mod:`.gguf_file` - a real language model (SmolLM2-135M) read from its GGUF file and
-  run on the library's RoPE, grouped-query attention and KV cache (:class:`.decoding.KVCache`) (09)
-- :mod:`.examples`, :mod:`.plots`, :mod:`.widgets`, :mod:`.checks` - shared course material
+- :mod:`.decoding` - one token at a time against a KV cache (06)
+- :mod:`.backprop` - forward/backward pairs of every layer, CS231n style (07)
+- :mod:`.optim` - Adam (07)
+- :mod:`.gradcheck` - numerical gradients and relative errors (07)
+- :mod:`.tasks` - small seeded tasks that tiny models learn in seconds (07, 08)
+- :mod:`.tiny_model` - tiny attention-only models and their training loop (07, 08)
+- :mod:`.progress` - a progress line that updates in place (07)
+- :mod:`.gguf_file` - a GGUF file read and dequantized in NumPy (09)
+- :mod:`.pretrained` - SmolLM2-135M from its GGUF file, run on the library's RoPE, grouped-query
+  attention and KV cache (:class:`.decoding.KVCache`) (09)
+- :mod:`.examples` - the running examples of the course, in both languages
+- :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
+- :mod:`.widgets` - one live widget module per notebook (``nbNN``), on ``widgets._base.Explorer``
+- :mod:`.checks` - one exercise-check module per notebook (``nbNN``), on ``checks._core`` and
+  ``checks.forbidden``
+- :mod:`._validate` - the input checks shared by the public functions (clear errors at the boundary)
 
-Mask convention everywhere: a boolean mask is True where a position takes part.
+Mask convention everywhere: a boolean mask is True where a position takes part. Heads, layers,
+positions and steps count from 0.
 """
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
 from .backprop import (
@@ -52,7 +70,10 @@ from .projections import cosine_similarity, plane_rotation, project_qkv
 from .softmax import softmax
 from .tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
 
-__version__ = "0.1.0"
+try:  # the one version source is pyproject.toml; an installed package knows it from its metadata
+    __version__ = _version("attention_course")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Adam",

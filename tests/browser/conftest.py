@@ -56,7 +56,7 @@ def chromium() -> Path:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         skip_or_fail("the playwright package is missing "
-                     "(it is in requirements-dev.txt: `make test-browser` installs it)")
+                     "(it is in the dependency group dev: `make test-browser` installs it)")
     return CHROMIUM
 
 

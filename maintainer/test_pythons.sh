@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The unit tier on every Python the package promises (requires-python in pyproject.toml), each in a
+# venv of its own under build/py<version>/: the library installed from this tree with the dependency
+# group `test`. A venv is rebuilt only when pyproject.toml changes.
+#
+#   bash maintainer/test_pythons.sh            # 3.10 3.11 3.12 3.13
+#   bash maintainer/test_pythons.sh 3.12       # some of them
+#   bash maintainer/test_pythons.sh --tested-in .venv   # all but the version of .venv's Python,
+#                                   # whose unit tier `make test` has just run (.ci/run does this)
+#
+# An interpreter is found as python3.X on PATH or under pyenv ($PYENV_ROOT, default ~/.pyenv).
+# Under CI (CI=true) a missing one fails the run; elsewhere it is skipped with a message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tested_in=""
+if [ "${1:-}" = "--tested-in" ]; then
+    tested_in="$2"
+    shift 2
+fi
+VERSIONS=("$@")
+[ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(3.10 3.11 3.12 3.13)
+if [ -n "$tested_in" ]; then
+    done_version="$("$tested_in/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    echo "test-pythons: Python $done_version already tested in $tested_in (make test)"
+    kept=()
+    for v in "${VERSIONS[@]}"; do [ "$v" = "$done_version" ] || kept+=("$v"); done
+    VERSIONS=("${kept[@]}")
+fi
+PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}"
+
+find_python() {   # the newest patch release of $1 that runs
+    local v="$1" candidate
+    for candidate in "$(command -v "python$v" || true)" \
+                     $(ls -d "$PYENV_ROOT"/versions/"$v".*/bin/python 2>/dev/null | sort -V -r); do
+        if [ -n "$candidate" ] && [ -x "$candidate" ] \
+           && [ "$("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$v" ]; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+quiet_pip() {   # pip's notes on index locations it skips are noise here
+    "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    return "${PIPESTATUS[0]}"
+}
+
+failed=() missing=()
+for v in "${VERSIONS[@]}"; do
+    if ! python="$(find_python "$v")"; then
+        missing+=("$v")
+        echo "test-pythons: no Python $v (python$v on PATH, or under $PYENV_ROOT/versions/)" >&2
+        continue
+    fi
+    venv="build/py$v"
+    if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
+        echo "test-pythons: $venv from $python"
+        rm -rf "$venv"
+        "$python" -m venv "$venv"
+        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e . --group test
+        touch "$venv/.installed"
+    fi
+    echo "test-pythons: the unit tier on $("$venv/bin/python" --version)"
+    start=$SECONDS
+    if "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
+            -m "not slow and not integration and not browser" tests src; then
+        echo "test-pythons: Python $v passed in $((SECONDS - start)) s"
+    else
+        echo "test-pythons: Python $v FAILED" >&2
+        failed+=("$v")
+    fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "${CI:-}" = "true" ]; then
+        echo "test-pythons: Python ${missing[*]} missing; CI must test every promised version" >&2
+        exit 1
+    fi
+    echo "test-pythons: skipped Python ${missing[*]} (not installed here; under CI this fails)"
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "test-pythons: the unit tier failed on Python ${failed[*]}" >&2
+    exit 1
+fi
+echo "test-pythons: the unit tier passed on every Python found"
