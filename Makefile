@@ -90,12 +90,15 @@ figures: $(DEV_STAMP)
 ##   causal, key padding) and notebook timings, then one training step. It rewrites
 ##   figures/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
 ##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
-##   CPU would pick (the header names it). Stored runs: benchmarks/README.md.
+##   CPU would pick (the header names it). Then notebook 09's model next to transformers on the
+##   same GGUF (timed, and compared live). Stored runs: benchmarks/README.md.
 BENCH_ENV := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 bench: $(DEV_STAMP)
-	$(PIP) install --quiet --group bench
+	$(PIP) install --quiet --group bench --group reference
 	$(BENCH_ENV) $(PY) benchmarks/run.py
 	$(BENCH_ENV) $(PY) benchmarks/training.py
+	$(BENCH_ENV) $(PY) benchmarks/pretrained.py --rounds 3
+	RUN_LIVE_REFERENCE=1 $(PY) -m pytest tests/test_pretrained_live.py -q -p no:cacheprovider
 
 ## make reference: rewrite the stored reference vectors in tests/reference/ with the pinned PyTorch
 ##   (dependency group reference). Only when a case is added: the tests read the stored arrays.
@@ -103,6 +106,7 @@ reference: $(DEV_STAMP)
 	$(PIP) install --quiet --group reference
 	$(PY) tests/reference/make_reference.py
 	$(PY) tests/reference/make_backprop_reference.py
+	$(PY) tests/reference/make_pretrained_reference.py
 
 ## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
 ##   it also rewrites the screenshots figures/screenshot_*.png.

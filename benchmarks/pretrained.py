@@ -3,7 +3,7 @@
     python benchmarks/pretrained.py              # 16, 64, 256 tokens; 1 and 2 threads; 5 rounds
     python benchmarks/pretrained.py --rounds 3 --sizes 16 64
 
-Needs the packages of tests/reference/requirements-pretrained.txt on top of the course's.
+Needs the dependency group `reference` (pyproject.toml) on top of the course's.
 
 Method
 ------

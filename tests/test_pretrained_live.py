@@ -1,6 +1,6 @@
 """attention_course.pretrained against transformers, run live (not from stored vectors).
 
-It needs torch and transformers (tests/reference/requirements-pretrained.txt, what `make bench`
+It needs torch and transformers (the dependency group `reference`, what `make bench`
 installs) and about a minute to load the model a second time, so it runs only when asked:
 
     RUN_LIVE_REFERENCE=1 python -m pytest tests/test_pretrained_live.py

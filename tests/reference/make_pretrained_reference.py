@@ -3,9 +3,9 @@
 An independent implementation of the same model: transformers reads the same GGUF file with its
 own dequantization (float32), builds ``LlamaForCausalLM`` with eager attention (so that it can
 return the weights) and tokenizes with its own tokenizer for that file. Run once by a maintainer
-who has the packages of tests/reference/requirements-pretrained.txt:
+who has the packages of the dependency group `reference` (pyproject.toml; pip 25.1 or newer):
 
-    pip install -r tests/reference/requirements-pretrained.txt
+    pip install --group reference
     python tests/reference/make_pretrained_reference.py
 
 It writes tests/reference/pretrained_reference.npz (a few hundred KiB, committed). The course never
