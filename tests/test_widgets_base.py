@@ -97,8 +97,9 @@ def test_only_the_changed_artists_are_drawn_over_a_cached_background(monkeypatch
     fig = e._live[0]
     full, single = [], []
     monkeypatch.setattr(fig.canvas, "draw", lambda *a, **k: full.append(1))
-    real = fig.draw_artist
+    real, paste = fig.draw_artist, e._sprites.draw
     monkeypatch.setattr(fig, "draw_artist", lambda a: (single.append(a), real(a)))
+    monkeypatch.setattr(e._sprites, "draw", lambda a, *args: (single.append(a), paste(a, *args)))
     e.controls["x"].value = 6
     assert not full                              # no full draw of the figure
     assert set(single) == set(e._live[2]) and len(single) == 2
@@ -192,3 +193,29 @@ def test_every_widget_refuses_an_unknown_language():
         kwargs = {"rate": 1e9} if "rate" in inspect.signature(cls).parameters else {}
         with pytest.raises(ValueError, match="lang must be 'zh' or 'en'; got 'fr'"):
             cls(lang="fr", **kwargs)
+
+
+def test_a_frame_looks_like_the_static_figure_of_the_same_values():
+    # The texts are pasted from sprites and the rest blitted: the picture is the one a full
+    # draw gives, up to the rounding of blending (a few levels of 255 at glyph edges).
+    e = shown(Doubler())
+    e.controls["x"].value = 7
+    live = pixels(e.image.value).astype(int)
+    fig = e.figure()
+    fig.set_dpi(e.dpi)
+    fig.canvas.draw()
+    full = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+    plt.close(fig)
+    assert live.shape == full.shape
+    assert np.abs(live - full).max() <= 24
+    assert (np.abs(live - full).max(-1) > 8).mean() < 0.01
+
+
+def test_text_sprites_are_reused_and_give_the_same_pixels():
+    e = shown(Doubler())
+    e.controls["x"].value = 4
+    first = bytes(e.image.value)
+    cached = len(e._sprites._cache)
+    e.controls["x"].value = 5
+    e.controls["x"].value = 4
+    assert bytes(e.image.value) == first and len(e._sprites._cache) == cached + 1

@@ -65,14 +65,19 @@ change then draws and encodes the whole figure.
 from __future__ import annotations
 
 import io
+import math
 import threading
+from collections import OrderedDict
 
 import ipywidgets as w
 import numpy as np
 from IPython.display import display
 from matplotlib import pyplot as plt
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Affine2D
 
 from .. import plots  # noqa: F401  (registers the CJK font before any figure is drawn)
 
@@ -98,6 +103,90 @@ def encode_png(rgba: np.ndarray, compress_level: int = 1) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(rgb, "RGB").save(buffer, format="PNG", compress_level=compress_level)
     return buffer.getvalue()
+
+
+class TextSprites:
+    """Each text drawn once, then pasted: the same words at the same place cost a copy.
+
+    Laying out and rasterising glyphs is most of the cost of a frame (a heatmap's numbers, the
+    titles, the legends). A text's pixels depend only on its string, font, colour, angle,
+    alignment and where its anchor falls within a pixel, so they are rendered once on a small
+    transparent canvas and blended into the frame from then on: the same values always give the
+    same pixels.
+    """
+
+    def __init__(self, size: int = 4000):
+        self.size = size
+        self._cache: OrderedDict = OrderedDict()
+
+    @staticmethod
+    def handles(artist) -> bool:
+        if type(artist) not in (Text, Annotation) or artist.get_bbox_patch() is not None:
+            return False
+        if isinstance(artist, Annotation) and artist.arrow_patch is not None:
+            return False
+        return not (artist.get_clip_on() and (artist.get_clip_box() is not None
+                                              or artist.get_clip_path() is not None))
+
+    def draw(self, artist, renderer, pixels: np.ndarray) -> None:
+        if not artist.get_visible() or not artist.get_text():
+            return
+        if isinstance(artist, Annotation):
+            if not artist._check_xy(renderer):      # outside the axes: not drawn, as by Agg
+                return
+            artist.update_positions(renderer)
+        x, y = artist.get_transform().transform(artist.get_unitless_position())
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return
+        ix, iy = math.floor(x), math.floor(y)
+        key = (artist.get_text(), hash(artist.get_fontproperties()),
+               to_rgba(artist.get_color(), artist.get_alpha()), artist.get_rotation(),
+               artist.get_horizontalalignment(), artist.get_verticalalignment(),
+               artist.get_rotation_mode(), artist.get_linespacing(), renderer.dpi,
+               round(x - ix, 6), round(y - iy, 6))
+        sprite = self._cache.get(key)
+        if sprite is None:
+            sprite = self._render(artist, renderer, ix, iy)
+            self._cache[key] = sprite
+            if len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        dx, dy, rgb, alpha = sprite
+        if alpha is None:
+            return
+        H, W = pixels.shape[:2]
+        h, w = alpha.shape
+        left, bottom = ix + dx, iy + dy                   # display pixels, y upwards
+        top_row = H - (bottom + h)
+        r0, c0 = max(top_row, 0), max(left, 0)
+        r1, c1 = min(top_row + h, H), min(left + w, W)
+        if r0 >= r1 or c0 >= c1:
+            return
+        a = alpha[r0 - top_row:r1 - top_row, c0 - left:c1 - left, None]
+        patch = pixels[r0:r1, c0:c1, :3]
+        patch[...] = (patch * (1.0 - a) + rgb * a + 0.5).astype(np.uint8)
+
+    @staticmethod
+    def _render(artist, renderer, ix: int, iy: int):
+        box = artist.get_window_extent(renderer)
+        pad = 2
+        x0, y0 = math.floor(box.x0) - pad, math.floor(box.y0) - pad
+        w = max(math.ceil(box.x1) + pad - x0, 1)
+        h = max(math.ceil(box.y1) + pad - y0, 1)
+        small = RendererAgg(w, h, renderer.dpi)
+        transform = artist.get_transform()
+        artist.set_transform(transform + Affine2D().translate(-x0, -y0))
+        try:
+            Text.draw(artist, small)                  # the text alone, on a transparent canvas
+        finally:
+            artist.set_transform(transform)
+        rgba = np.asarray(small.buffer_rgba())
+        alpha = rgba[..., 3].astype(np.float32) / 255.0
+        if not alpha.any():
+            return x0 - ix, y0 - iy, None, None
+        rgb = np.array(to_rgba(artist.get_color())[:3], dtype=np.float32) * 255.0
+        return x0 - ix, y0 - iy, rgb, alpha
 
 
 class Explorer:
@@ -141,6 +230,7 @@ class Explorer:
         self._lock = threading.RLock()
         self._live = None           # (fig, art, animated artists, background, layout key)
         self._pending = set()       # animated artists of a figure whose background is captured
+        self._sprites = TextSprites()
         self._values = self.values()
         self.data = self.compute(**self._values)
         for control in self.controls.values():
@@ -237,11 +327,16 @@ class Explorer:
             self._live = (fig, art, animated, background, key)
         canvas = fig.canvas
         canvas.restore_region(background)
+        renderer = canvas.get_renderer()
+        pixels = np.asarray(canvas.buffer_rgba())
         # in a fixed order (zorder, then the order update() gave): the same values always give
         # the same pixels
         for a in sorted(animated, key=lambda a: a.get_zorder()):
-            fig.draw_artist(a)
-        return encode_png(np.asarray(canvas.buffer_rgba()))
+            if self._sprites.handles(a):
+                self._sprites.draw(a, renderer, pixels)
+            else:
+                fig.draw_artist(a)
+        return encode_png(pixels)
 
     def _build_live(self, data: dict, key):
         if self._live is not None:
