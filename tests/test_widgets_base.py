@@ -166,12 +166,6 @@ def test_widget_holds_controls_then_the_image():
     assert e.controls["x"] in e.widget.children[0].children
 
 
-def test_the_stored_stand_in_names_the_explorer_and_its_values():
-    bundle = Doubler()._mimebundle()
-    assert bundle["text/plain"] == "Doubler(x=2)"
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-
-
 def test_encode_png_round_trips():
     rgba = np.random.default_rng(0).integers(0, 256, size=(5, 7, 4), dtype=np.uint8)
     assert (pixels(encode_png(rgba)) == rgba[..., :3]).all()

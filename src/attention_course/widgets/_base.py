@@ -268,7 +268,7 @@ class Explorer:
     def show(self) -> None:
         self._shown = True
         self.refresh(force=True)
-        display(self._mimebundle(), raw=True)
+        display(self.widget)
 
     def _ipython_display_(self) -> None:
         self.show()
@@ -368,13 +368,3 @@ class Explorer:
             for a in hidden:
                 a.set_visible(True)
         return fig.canvas.copy_from_bbox(fig.bbox)
-
-    def _mimebundle(self) -> dict:
-        # The plain-text stand-in stored with the notebook is the explorer and its values, not
-        # the repr of every nested widget (with a frame's bytes in it).
-        bundle = self.widget._repr_mimebundle_()
-        if isinstance(bundle, tuple):
-            bundle = bundle[0]
-        args = ", ".join(f"{k}={v!r}" for k, v in self.values().items())
-        bundle["text/plain"] = f"{type(self).__name__}({args})"
-        return bundle
