@@ -552,9 +552,11 @@ def drag_slider(page, control: dict) -> str:
     hb, tb = handle.bounding_box(), track.bounding_box()
     y = hb["y"] + hb["height"] / 2
     was = slider_readout(page, control)
+    start = (hb["x"] + hb["width"] / 2 - tb["x"]) / tb["width"]
+    end = 0.65 if start < 0.5 else 0.35      # let go away from where the handle started
     page.mouse.move(hb["x"] + hb["width"] / 2, y)
     page.mouse.down()
-    for frac in (0.95, 0.05, 0.8, 0.3, 0.6):
+    for frac in (0.95, 0.05, 0.8, 0.3, end):
         page.mouse.move(tb["x"] + frac * tb["width"], y, steps=8)
     page.mouse.up()
     return f"dragged ({was} -> {slider_readout(page, control)})"
@@ -592,6 +594,8 @@ def check_drag(page, widget_id: str, control: dict, timeout_ms: int) -> tuple[st
     final = slider_readout(page, control)
     if output_state(page, widget_id)["signature"] == before:
         return action, "the picture did not change while dragging"
+    if final == action.split(" -> ")[0].split("(")[-1]:
+        return action, "the drag ended on the value it started from"
     shown = picture_digest(page, widget_id)
     handle = page.locator(f'[data-bt-control="{control["id"]}"] .noUi-handle').first
     now = float(handle.get_attribute("aria-valuenow"))

@@ -82,6 +82,8 @@ from matplotlib.transforms import Affine2D
 from .. import plots  # noqa: F401  (registers the CJK font before any figure is drawn)
 
 LANGS = ("zh", "en")
+#: One frame at a time across every explorer: matplotlib's fonts are shared and not thread-safe.
+_RENDER_LOCK = threading.RLock()
 
 
 def check_lang(lang: str) -> str:
@@ -227,7 +229,7 @@ class Explorer:
         self.redraws = 0
         self.frames = 0
         self._shown = False
-        self._lock = threading.RLock()
+        self._lock = _RENDER_LOCK
         self._live = None           # (fig, art, animated artists, background, layout key)
         self._pending = set()       # animated artists of a figure whose background is captured
         self._sprites = TextSprites()
