@@ -213,3 +213,10 @@ def test_text_sprites_are_reused_and_give_the_same_pixels():
     e.controls["x"].value = 5
     e.controls["x"].value = 4
     assert bytes(e.image.value) == first and len(e._sprites._cache) == cached + 1
+
+
+def test_encode_png_refuses_what_is_not_an_8_bit_picture():
+    with pytest.raises(ValueError, match=r"rgba must be a \(H, W, 3 or 4\) uint8 array; got float64"):
+        encode_png(np.zeros((2, 2, 4)))
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    assert (pixels(encode_png(rgb)) == rgb).all()

@@ -64,9 +64,10 @@ change then draws and encodes the whole figure.
 
 from __future__ import annotations
 
-import io
 import math
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 
 import ipywidgets as w
@@ -93,18 +94,30 @@ def check_lang(lang: str) -> str:
     return lang
 
 
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return (struct.pack(">I", len(data)) + kind + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+
 def encode_png(rgba: np.ndarray, compress_level: int = 1) -> bytes:
     """PNG bytes of an (H, W, 4) uint8 picture, alpha dropped, with fast compression.
 
-    Level 1 of zlib is several times faster than matplotlib's default level 6, at files about a
-    third larger: for a picture sent on every move of a slider, the time matters more.
+    Written directly (no row filters, zlib level 1): about twice as fast as a general PNG
+    encoder at its fastest setting and not much larger, which matters for a picture sent on
+    every move of a slider.
     """
-    from PIL import Image  # Pillow is a dependency of matplotlib
-
-    rgb = np.ascontiguousarray(np.asarray(rgba)[..., :3])
-    buffer = io.BytesIO()
-    Image.fromarray(rgb, "RGB").save(buffer, format="PNG", compress_level=compress_level)
-    return buffer.getvalue()
+    rgba = np.asarray(rgba)
+    if rgba.ndim != 3 or rgba.shape[2] not in (3, 4) or rgba.dtype != np.uint8:
+        raise ValueError(f"rgba must be a (H, W, 3 or 4) uint8 array; got {rgba.dtype} "
+                         f"{rgba.shape}")
+    H, W = rgba.shape[:2]
+    rows = np.empty((H, 1 + 3 * W), dtype=np.uint8)
+    rows[:, 0] = 0                                   # filter type 0 (none) on every row
+    rows[:, 1:] = rgba[..., :3].reshape(H, 3 * W)
+    header = struct.pack(">IIBBBBB", W, H, 8, 2, 0, 0, 0)    # 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+            + _png_chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level))
+            + _png_chunk(b"IEND", b""))
 
 
 class TextSprites:
