@@ -46,6 +46,10 @@ The rules:
 4. When a change needs another layout (another number of panels, another matrix shape, another
    tick set), override ``layout_key(data)`` to return something that differs between layouts;
    the figure is then built again for that frame.
+5. Changing artists are drawn above everything static. If a full draw would put a static
+   artist above one of them (a zero line over bars), return it from ``update`` too; the frame
+   of the axes is taken care of. Give legends a fixed ``loc`` ("best" moves with the data).
+   ``tests/test_widgets_base.py`` checks that every explorer's frame is its static figure.
 
 Everything else is done here: the live figure is built once when the widget is first shown; on a
 change ``compute`` runs, ``update`` sets the artists, only those are drawn onto the cached
