@@ -359,29 +359,48 @@ JS_LOG_ENTRIES = """async () => {
         }));
 }"""
 
-# What the learner sees of a widget's result: the images (as data URLs) and the text of its
-# Output widget(s); plus whether every image has been decoded.
+# What the learner sees of a widget's result: the images (as data or blob URLs) and the text of
+# its Output widget(s) and Image widget(s); plus whether every image has been decoded. An Image
+# widget gets a new blob URL for every frame it is sent, and none for a frame it is not.
+JS_FIGURES = """(root) => {
+    const outs = Array.from(root.querySelectorAll('.widget-output'));
+    const imgs = Array.from(root.querySelectorAll('.widget-output img, img.widget-image'));
+    return {outs, imgs};
+}"""
+
 JS_OUTPUT_STATE = """(id) => {
     const root = document.querySelector(`[data-bt-widget="${id}"]`);
     if (!root) return null;
-    const outs = Array.from(root.querySelectorAll('.widget-output'));
-    const imgs = outs.flatMap(o => Array.from(o.querySelectorAll('img')));
+    const {outs, imgs} = (""" + JS_FIGURES + """)(root);
     return {
         signature: imgs.map(im => im.getAttribute('src') || '').join('|') + '#' +
                    outs.map(o => o.textContent).join('|'),
         images: imgs.length,
         decoded: imgs.every(im => im.complete && im.naturalWidth > 0),
-        outputs: outs.length,
+        outputs: outs.length + root.querySelectorAll('img.widget-image').length,
     };
 }"""
 
 JS_WAIT_CHANGED = """([id, old]) => {
     const root = document.querySelector(`[data-bt-widget="${id}"]`);
-    const outs = Array.from(root.querySelectorAll('.widget-output'));
-    const imgs = outs.flatMap(o => Array.from(o.querySelectorAll('img')));
+    const {outs, imgs} = (""" + JS_FIGURES + """)(root);
     const sig = imgs.map(im => im.getAttribute('src') || '').join('|') + '#' +
                 outs.map(o => o.textContent).join('|');
     return sig !== old && imgs.every(im => im.complete && im.naturalWidth > 0);
+}"""
+
+# The bytes of the pictures a widget shows now, as one SHA-256 per picture: two frames of the
+# same values are the same bytes, whatever their URLs.
+JS_PICTURE_DIGEST = """async (id) => {
+    const root = document.querySelector(`[data-bt-widget="${id}"]`);
+    const {imgs} = (""" + JS_FIGURES + """)(root);
+    const digests = [];
+    for (const im of imgs) {
+        const bytes = await (await fetch(im.src)).arrayBuffer();
+        const d = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+        digests.push(Array.from(d).map(x => x.toString(16).padStart(2, '0')).join(''));
+    }
+    return digests.join('|');
 }"""
 
 JS_ERROR_OUTPUTS = f"""() => Array.from(document.querySelectorAll(
@@ -513,6 +532,90 @@ def move_control(page, control: dict) -> str:
         el.press("Enter")
         return "ArrowUp Enter"
     raise AssertionError(f"no way to move a {kind}")
+
+
+def slider_readout(page, control: dict) -> str:
+    """What the learner reads beside a slider (its handle's own value when there is no readout)."""
+    el = page.locator(f'[data-bt-control="{control["id"]}"]')
+    readout = el.locator(".widget-readout")
+    if readout.count():
+        return readout.first.text_content().strip()
+    return f"{float(el.locator('.noUi-handle').first.get_attribute('aria-valuenow')):g}"
+
+
+def drag_slider(page, control: dict) -> str:
+    """Drag a slider's handle quickly back and forth with the mouse, then let go."""
+    el = page.locator(f'[data-bt-control="{control["id"]}"]')
+    el.scroll_into_view_if_needed()
+    handle = el.locator(".noUi-handle").first
+    track = el.locator(".noUi-target").first
+    hb, tb = handle.bounding_box(), track.bounding_box()
+    y = hb["y"] + hb["height"] / 2
+    was = slider_readout(page, control)
+    start = (hb["x"] + hb["width"] / 2 - tb["x"]) / tb["width"]
+    end = 0.65 if start < 0.5 else 0.35      # let go away from where the handle started
+    page.mouse.move(hb["x"] + hb["width"] / 2, y)
+    page.mouse.down()
+    for frac in (0.95, 0.05, 0.8, 0.3, end):
+        page.mouse.move(tb["x"] + frac * tb["width"], y, steps=8)
+    page.mouse.up()
+    return f"dragged ({was} -> {slider_readout(page, control)})"
+
+
+def wait_settled(page, widget_id: str, quiet_ms: int = 1000, timeout_ms: int = 60_000) -> str:
+    """Wait until the kernel is idle and the widget's pictures stay put for ``quiet_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    last = None
+    while time.monotonic() < deadline:
+        wait_idle(page, timeout_ms)
+        state = output_state(page, widget_id)
+        if state["decoded"] and state["signature"] == last:
+            return last
+        last = state["signature"]
+        page.wait_for_timeout(quiet_ms)
+    raise AssertionError(f"widget {widget_id}: its pictures did not settle within "
+                         f"{timeout_ms / 1000:.0f} s")
+
+
+def picture_digest(page, widget_id: str) -> str:
+    return page.evaluate(JS_PICTURE_DIGEST, widget_id)
+
+
+def check_drag(page, widget_id: str, control: dict, timeout_ms: int) -> tuple[str, str | None]:
+    """Drag the slider fast; the picture it ends on must be the one of its final value.
+
+    The one of its final value: what the widget shows after the slider is stepped one notch
+    away and back to that value, each step waited for. No time is asserted.
+    Returns what was done and the problem found, if any.
+    """
+    before = output_state(page, widget_id)["signature"]
+    action = drag_slider(page, control)
+    wait_settled(page, widget_id)
+    final = slider_readout(page, control)
+    if output_state(page, widget_id)["signature"] == before:
+        return action, "the picture did not change while dragging"
+    if final == action.split(" -> ")[0].split("(")[-1]:
+        return action, "the drag ended on the value it started from"
+    shown = picture_digest(page, widget_id)
+    handle = page.locator(f'[data-bt-control="{control["id"]}"] .noUi-handle').first
+    now = float(handle.get_attribute("aria-valuenow"))
+    top = float(handle.get_attribute("aria-valuemax"))
+    keys = ("ArrowLeft", "ArrowRight") if now >= top else ("ArrowRight", "ArrowLeft")
+    for key in keys:
+        old = output_state(page, widget_id)["signature"]
+        handle.focus()
+        handle.press(key)
+        if not wait_output_changed(page, widget_id, old, timeout_ms):
+            return action, (f"stepping {key} after the drag did not change the picture within "
+                            f"{timeout_ms / 1000:.0f} s")
+    wait_settled(page, widget_id)
+    back = slider_readout(page, control)
+    if back != final:
+        return action, f"stepping away and back ended on {back}, not on {final}"
+    if picture_digest(page, widget_id) != shown:
+        return action, (f"the picture shown after the drag is not the one of the slider's "
+                        f"final value {final}")
+    return action, None
 
 
 def wait_output_changed(page, widget_id: str, old_signature: str, timeout_ms: int) -> bool:
@@ -673,6 +776,16 @@ def exercise_notebook(page, server: LabServer, rel_path: str, screenshot: Path |
                                     f"{change_timeout_ms / 1000:.0f} s")
         if movable and not moved_any:
             run.problems.append(f"widget {n}: no control changed the output")
+        # Then each slider dragged fast: the picture must end on the final value's.
+        for control in movable:
+            if control["kind"] != "slider" or is_disabled(page, control):
+                continue
+            action, problem = check_drag(page, widget["id"], control, change_timeout_ms)
+            what = f"widget {n}: slider {control['label']!r} {action}"
+            if problem:
+                run.problems.append(f"{what}: {problem}")
+            else:
+                run.moved.append(f"{what}: ends on the final value's picture")
     wait_idle(page)
     lap("widgets")
 

@@ -3,9 +3,11 @@
 For each notebook (a copy): open it, wait for its kernel, Run > Run All Cells, wait until the
 kernel is idle with every cell run, then move every control of every widget (sliders by
 keyboard, dropdowns, toggles, checkboxes) and check that the figure the widget shows changed
-each time. Then: no error or stderr output on the page, nothing in the log console (where a
-traceback raised inside a widget callback lands), no browser console error. A screenshot per
-notebook goes to figures/screenshot_<lang>_<NN>.png.
+each time; then drag every slider fast with the mouse, back and forth, and check that the
+picture it ends on is the one of its final value (the same bytes as after stepping one notch
+away and back; no time is asserted). Then: no error or stderr output on the page, nothing in the
+log console (where a traceback raised inside a widget callback lands), no browser console error.
+A screenshot per notebook goes to figures/screenshot_<lang>_<NN>.png.
 
 The last test runs a deliberately broken widget through the same checks, so the checks are
 known to catch what they are meant to catch.
@@ -13,6 +15,7 @@ known to catch what they are meant to catch.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import nbformat
@@ -92,8 +95,32 @@ class InertAndRaisesInDraw(RaisesInCompute):
         return super().draw(data)
 
 
+class ShowsAnOlderValue(Explorer):
+    """Its picture lags two changes behind the slider: a fast drag ends on a stale picture."""
+    figsize = (3, 2)
+
+    def __init__(self):
+        self.seen = [-2, -1]
+        super().__init__({"k": w.IntSlider(value=0, min=0, max=40, description="k")})
+
+    def compute(self, k):
+        self.seen.append(k)
+        return {"k": self.seen[-3]}
+
+    def build(self, fig, data):
+        ax = fig.subplots()
+        (line,) = ax.plot([0, 1], [0, 0])
+        ax.set_ylim(-3, 41)
+        return {"line": line}
+
+    def update(self, art, data):
+        art["line"].set_ydata([data["k"], data["k"]])
+        return [art["line"]]
+
+
 first = RaisesInCompute()
 display(first)
+display(ShowsAnOlderValue())
 second = InertAndRaisesInDraw()
 second'''
 
@@ -115,11 +142,14 @@ def test_checks_catch_a_broken_widget(page, lab, lab_root, record_run):
     run.planted = True
     record_run(run)
     problems = "\n".join(run.problems)
-    assert run.widgets == 2, problems
+    assert run.widgets == 3, problems
     assert "widget 1: slider 'n' ArrowRight (3 -> 4): the displayed output did not change" \
         in problems, problems
-    assert "widget 2: checkbox 'inert' click: the displayed output did not change" \
+    assert "widget 3: checkbox 'inert' click: the displayed output did not change" \
         in problems, problems
+    assert re.search(r"widget 2: slider 'k' dragged \(\d+ -> \d+\): the picture shown after "
+                     r"the drag is not the one of the slider's final value", problems), problems
+    assert not re.search(r"widget 2: slider 'k' ArrowRight.*did not change", problems), problems
     assert "ValueError: compute broke at n=4" in problems, problems
     assert "KeyError: 'draw broke at style b'" in problems, problems
     assert "error output on the page: to stderr" in problems, problems

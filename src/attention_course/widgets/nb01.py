@@ -170,20 +170,23 @@ class BudgetExplorer(Explorer):
         ax_s.bar_label(bars, labels=[f"{s:.1f}" for s in data["scores"]], fontsize=8)
         ax_s.set_xticks(range(4), labels=data["tokens"])
         ax_s.set_ylim(-2.2, 5.6)
-        ax_s.axhline(0, color="black", lw=0.6)
+        zero = ax_s.axhline(0, color="black", lw=0.6)
         ax_s.set_title(text["scores_title"], fontsize=10)
         weight_bars(data["weights"], data["tokens"], ax=ax_w, ylim=(0, 1.08), title=" ")
         ax_w.title.set_fontsize(10)
         fig.tight_layout()
-        return {"scores": bar_artists(ax_s), "weights": bar_artists(ax_w), "title": ax_w.title}
+        return {"scores": bar_artists(ax_s), "weights": bar_artists(ax_w), "title": ax_w.title,
+                "zero": zero}
 
     def update(self, art: dict, data: dict) -> list:
         text = _TEXT[self.lang]
         colors = ["tab:orange" if i == data["top"] else "tab:blue" for i in range(4)]
         art["title"].set_text(text["weights_title"].format(t=data["temperature"],
                                                           total=data["total"]))
+        # the zero line is drawn again over the bars, as a full draw puts it
         return [*set_bars(*art["scores"], data["scores"], fmt="{:.1f}"),
-                *set_bars(*art["weights"], data["weights"], colors=colors), art["title"]]
+                *set_bars(*art["weights"], data["weights"], colors=colors), art["title"],
+                art["zero"]]
 
 
 class LibraryExplorer(Explorer):

@@ -196,7 +196,7 @@ class ScaleExplorer(Explorer):
         ax.set_xticks(x, labels=[text["key"].format(j) for j in range(S)])
         ax.set_ylim(0, 1.05)
         ax.set_title(text["bars"])
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")      # fixed: the bars change, the legend stays
 
         # The curves run over every width and do not depend on the controls: drawn once.
         curves = data["curves"]

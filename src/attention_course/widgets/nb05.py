@@ -113,7 +113,7 @@ class PositionExplorer(Explorer):
         text = _TEXT[self.lang]
         ax_c, ax_w = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.9]})
         t = np.linspace(0, 2 * np.pi, 200)
-        ax_c.plot(np.sin(t), np.cos(t), color="0.8", lw=1)
+        ax_c.plot(np.sin(t), np.cos(t), color="0.8", lw=1, zorder=0.5)    # under the trail
         art = {"circle": ax_c, "waves": ax_w}
         art["trail"] = ax_c.scatter([0], [1], s=10, color="tab:blue", alpha=0.35,
                                     label=text["trail"])
