@@ -86,7 +86,7 @@ grade: $(DEV_STAMP)
 figures: $(DEV_STAMP)
 	$(PY) maintainer/make_figures.py
 
-## make bench: side-by-side benchmarks against PyTorch (dependency group bench): attention (no mask,
+## make bench: side-by-side benchmarks against PyTorch (dependency groups bench, reference): attention (no mask,
 ##   causal, key padding) and notebook timings, then one training step. It rewrites
 ##   figures/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
 ##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
@@ -97,6 +97,7 @@ bench: $(DEV_STAMP)
 	$(PIP) install --quiet --group bench --group reference
 	$(BENCH_ENV) $(PY) benchmarks/run.py
 	$(BENCH_ENV) $(PY) benchmarks/training.py
+	$(PY) benchmarks/widgets.py
 	$(BENCH_ENV) $(PY) benchmarks/pretrained.py --rounds 3
 	RUN_LIVE_REFERENCE=1 $(PY) -m pytest tests/test_pretrained_live.py -q -p no:cacheprovider
 
