@@ -1,22 +1,74 @@
+import importlib
+import inspect
+import io
+import pkgutil
+import threading
+
 import ipywidgets as w
 import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from PIL import Image
 
+import attention_course.widgets as widgets_pkg
 from attention_course.widgets import Explorer
+from attention_course.widgets._base import encode_png
 
 
 class Doubler(Explorer):
+    figsize = (3, 2)
+
+    def __init__(self):
+        self.built = 0
+        super().__init__({"x": w.IntSlider(value=2, min=0, max=10)})
+
+    def compute(self, x):
+        return {"double": 2 * x}
+
+    def build(self, fig, data):
+        self.built += 1
+        ax = fig.subplots()
+        bars = ax.bar([0], [data["double"]])
+        ax.set_ylim(0, 20)
+        return {"bar": bars.patches[0], "title": ax.set_title("")}
+
+    def update(self, art, data):
+        art["bar"].set_height(data["double"])
+        art["title"].set_text(f"2x = {data['double']}")
+        return [art["bar"], art["title"]]
+
+
+class Legacy(Explorer):
+    """Written the older way: draw() returns a whole new figure."""
+
     def __init__(self):
         super().__init__({"x": w.IntSlider(value=2, min=0, max=10)})
-        self.drawn = 0
 
     def compute(self, x):
         return {"double": 2 * x}
 
     def draw(self, data):
-        self.drawn += 1
-        fig, ax = plt.subplots()
+        fig, ax = plt.subplots(figsize=(3, 2))
         ax.bar([0], [data["double"]])
         return fig
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def shown(explorer):
+    """As after display(): drawn into its image, without a front end."""
+    explorer._shown = True
+    explorer.refresh(force=True)
+    return explorer
+
+
+def fresh_frame(cls, values):
+    e = cls()
+    for name, v in values.items():
+        e.controls[name].value = v
+    return pixels(shown(e).image.value)
 
 
 def test_setting_a_control_recomputes_the_data():
@@ -24,7 +76,67 @@ def test_setting_a_control_recomputes_the_data():
     assert e.data == {"double": 4}
     e.controls["x"].value = 7
     assert e.data == {"double": 14} and e.redraws == 1
-    assert e.drawn == 0            # nothing is drawn before the widget is displayed
+    assert e.built == 0 and e.frames == 0      # nothing is drawn before the widget is displayed
+
+
+def test_the_figure_is_built_once_and_each_frame_is_that_of_the_values():
+    e = shown(Doubler())
+    assert e.built == 1 and e.frames == 1
+    first = bytes(e.image.value)
+    assert first.startswith(b"\x89PNG")
+    for x in (5, 9, 0, 3):
+        e.controls["x"].value = x
+        assert (pixels(e.image.value) == fresh_frame(Doubler, {"x": x})).all()
+    assert e.built == 1 and e.frames == 5
+    e.controls["x"].value = 2
+    assert bytes(e.image.value) == first                # the same values give the same bytes
+
+
+def test_only_the_changed_artists_are_drawn_over_a_cached_background(monkeypatch):
+    e = shown(Doubler())
+    fig = e._live[0]
+    full, single = [], []
+    monkeypatch.setattr(fig.canvas, "draw", lambda *a, **k: full.append(1))
+    real = fig.draw_artist
+    monkeypatch.setattr(fig, "draw_artist", lambda a: (single.append(a), real(a)))
+    e.controls["x"].value = 6
+    assert not full                              # no full draw of the figure
+    assert set(single) == set(e._live[2]) and len(single) == 2
+
+
+def test_a_new_layout_key_builds_the_figure_again():
+    class TwoLayouts(Doubler):
+        def layout_key(self, data):
+            return data["double"] > 10
+
+    e = shown(TwoLayouts())
+    e.controls["x"].value = 3
+    assert e.built == 1
+    e.controls["x"].value = 8
+    assert e.built == 2
+    assert (pixels(e.image.value) == fresh_frame(TwoLayouts, {"x": 8})).all()
+
+
+def test_a_value_that_did_not_change_sends_no_frame():
+    e = shown(Doubler())
+    e.refresh()
+    assert e.frames == 1 and e.redraws == 0
+
+
+def test_frames_from_two_threads_end_on_the_final_values():
+    e = shown(Doubler())
+    slider = e.controls["x"]
+
+    def move(values):
+        for v in values:
+            slider.value = v
+
+    threads = [threading.Thread(target=move, args=(vs,)) for vs in ([1, 2, 3, 4], [9, 8, 7, 6])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (pixels(e.image.value) == fresh_frame(Doubler, {"x": slider.value})).all()
 
 
 def test_static_figure_reflects_current_values():
@@ -32,26 +144,50 @@ def test_static_figure_reflects_current_values():
     e.controls["x"].value = 3
     fig = e.figure()
     assert fig.axes[0].patches[0].get_height() == 6
+    assert fig.axes[0].get_title() == "2x = 6"
+    assert not any(a.get_animated() for a in fig.axes[0].get_children())
     plt.close(fig)
 
 
-def test_widget_holds_controls_then_output():
+def test_an_explorer_written_the_older_way_still_draws():
+    e = shown(Legacy())
+    e.controls["x"].value = 5
+    assert e.frames == 2 and bytes(e.image.value).startswith(b"\x89PNG")
+    fig = e.figure()
+    assert fig.axes[0].patches[0].get_height() == 10
+    plt.close(fig)
+
+
+def test_widget_holds_controls_then_the_image():
     e = Doubler()
-    assert e.widget.children[-1] is e.output
+    assert e.widget.children[-1] is e.image
+    assert isinstance(e.image, w.Image) and e.image.format == "png"
     assert e.controls["x"] in e.widget.children[0].children
 
 
+def test_the_stored_stand_in_names_the_explorer_and_its_values():
+    bundle = Doubler()._mimebundle()
+    assert bundle["text/plain"] == "Doubler(x=2)"
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_encode_png_round_trips():
+    rgba = np.random.default_rng(0).integers(0, 256, size=(5, 7, 4), dtype=np.uint8)
+    assert (pixels(encode_png(rgba)) == rgba[..., :3]).all()
+
+
+def course_explorers():
+    for info in sorted(pkgutil.iter_modules(widgets_pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("nb"):
+            module = importlib.import_module(f"attention_course.widgets.{info.name}")
+            for _, cls in inspect.getmembers(module, inspect.isclass):
+                if issubclass(cls, Explorer) and cls.__module__ == module.__name__:
+                    yield cls
+
+
 def test_every_widget_refuses_an_unknown_language():
-    import inspect
-
-    import pytest
-
-    from attention_course.widgets import nb01, nb02, nb03, nb04, nb05, nb06, nb07
-
-    classes = [cls for m in (nb01, nb02, nb03, nb04, nb05, nb06, nb07)
-               for _, cls in inspect.getmembers(m, inspect.isclass)
-               if issubclass(cls, Explorer) and cls.__module__ == m.__name__]
-    assert len(classes) == 8
+    classes = list(course_explorers())
+    assert len(classes) >= 8
     for cls in classes:
         kwargs = {"rate": 1e9} if "rate" in inspect.signature(cls).parameters else {}
         with pytest.raises(ValueError, match="lang must be 'zh' or 'en'; got 'fr'"):

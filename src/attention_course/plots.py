@@ -221,3 +221,46 @@ def weight_bars(weights, labels, *, ax=None, title=None, color="tab:blue", ylim=
     if title:
         ax.set_title(title)
     return ax
+
+
+def bar_artists(ax, index: int = 0):
+    """The bars of ``ax``'s ``index``-th bar chart and their value labels (from ``bar_label``).
+
+    Returns
+    -------
+    bars : list of Rectangle
+    labels : list of Annotation, one per bar
+    """
+    container = ax.containers[index]
+    bars = list(container.patches)
+    # bar_label anchors each annotation at the middle of its bar's end
+    annotations = [t for t in ax.texts if hasattr(t, "xyann")]
+    labels = []
+    for bar in bars:
+        centre = bar.get_x() + bar.get_width() / 2
+        found = [t for t in annotations if np.isclose(t.xy[0], centre) and t not in labels]
+        if not found:
+            raise ValueError("these bars have no value labels (draw them with weight_bars or "
+                             "ax.bar_label)")
+        labels.append(found[0])
+    return bars, labels
+
+
+def set_bars(bars, labels, values, fmt: str = "{:.2f}", colors=None) -> list:
+    """Give bars new heights (and colours), moving their value labels with them.
+
+    ``bars`` and ``labels`` are what :func:`bar_artists` returns. A negative bar's label sits
+    below its end, as ``bar_label`` puts it. Returns the artists that changed.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.shape != (len(bars),):
+        raise ValueError(f"values must have one number per bar ({len(bars)}); "
+                         f"got shape {values.shape}")
+    for i, (bar, label, v) in enumerate(zip(bars, labels, values, strict=True)):
+        bar.set_height(v)
+        if colors is not None:
+            bar.set_color(colors[i])
+        label.xy = (bar.get_x() + bar.get_width() / 2, v)
+        label.set_text(fmt.format(v))
+        label.set_verticalalignment("top" if v < 0 else "bottom")
+    return [*bars, *labels]

@@ -12,10 +12,9 @@ import textwrap
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from .. import examples
-from ..plots import weight_bars
+from ..plots import bar_artists, set_bars, weight_bars
 from ..softmax import softmax
 from ._base import Explorer, check_lang
 
@@ -144,13 +143,13 @@ class BudgetExplorer(Explorer):
         controls = {
             f"score_{i}": w.FloatSlider(
                 value=float(s), min=-2.0, max=5.0, step=0.1, description=tok, style=style,
-                continuous_update=False, layout=w.Layout(width="220px"),
+                continuous_update=True, layout=w.Layout(width="220px"),
             )
             for i, (tok, s) in enumerate(zip(self.tokens, examples.IT_CAT_SCORES, strict=True))
         }
         controls["temperature"] = w.FloatLogSlider(
             value=1.0, base=10, min=-1, max=1, step=0.05, description=_TEXT[lang]["temperature"],
-            style=style, continuous_update=False, readout_format=".2f",
+            style=style, continuous_update=True, readout_format=".2f",
             layout=w.Layout(width="320px"),
         )
         super().__init__(controls, columns=4)
@@ -162,22 +161,29 @@ class BudgetExplorer(Explorer):
                 "weights": weights, "total": float(weights.sum()),
                 "top": int(np.argmax(weights))}
 
-    def draw(self, data: dict):
+    figsize = (8, 3)
+
+    def build(self, fig, data: dict) -> dict:
         text = _TEXT[self.lang]
-        fig, (ax_s, ax_w) = plt.subplots(1, 2, figsize=(8, 3))
+        ax_s, ax_w = fig.subplots(1, 2)
         bars = ax_s.bar(range(4), data["scores"], color="tab:gray")
         ax_s.bar_label(bars, labels=[f"{s:.1f}" for s in data["scores"]], fontsize=8)
         ax_s.set_xticks(range(4), labels=data["tokens"])
         ax_s.set_ylim(-2.2, 5.6)
         ax_s.axhline(0, color="black", lw=0.6)
         ax_s.set_title(text["scores_title"], fontsize=10)
-        colors = ["tab:orange" if i == data["top"] else "tab:blue" for i in range(4)]
-        weight_bars(data["weights"], data["tokens"], ax=ax_w, color=colors, ylim=(0, 1.08),
-                    title=text["weights_title"].format(t=data["temperature"],
-                                                       total=data["total"]))
+        weight_bars(data["weights"], data["tokens"], ax=ax_w, ylim=(0, 1.08), title=" ")
         ax_w.title.set_fontsize(10)
         fig.tight_layout()
-        return fig
+        return {"scores": bar_artists(ax_s), "weights": bar_artists(ax_w), "title": ax_w.title}
+
+    def update(self, art: dict, data: dict) -> list:
+        text = _TEXT[self.lang]
+        colors = ["tab:orange" if i == data["top"] else "tab:blue" for i in range(4)]
+        art["title"].set_text(text["weights_title"].format(t=data["temperature"],
+                                                          total=data["total"]))
+        return [*set_bars(*art["scores"], data["scores"], fmt="{:.1f}"),
+                *set_bars(*art["weights"], data["weights"], colors=colors), art["title"]]
 
 
 class LibraryExplorer(Explorer):
@@ -229,18 +235,26 @@ class LibraryExplorer(Explorer):
                 "weights": weights, "blend": blend, "books": self.books,
                 "content_axes": self.content_axes}
 
-    def draw(self, data: dict):
+    figsize = (9, 3.4)
+
+    def build(self, fig, data: dict) -> dict:
         text = _TEXT[self.lang]
-        fig, (ax_b, ax_n) = plt.subplots(1, 2, figsize=(9, 3.4))
-        weight_bars(data["weights"], _wrap(data["books"]), ax=ax_b, ylim=(0, 1.08),
-                    title=data["question"])
+        ax_b, ax_n = fig.subplots(1, 2)
+        weight_bars(data["weights"], _wrap(data["books"]), ax=ax_b, ylim=(0, 1.08), title=" ")
         ax_b.set_ylabel(text["book_weights"])
         weight_bars(data["blend"], data["content_axes"], ax=ax_n, color="tab:green",
-                    ylim=(0, 1.08), title=text[data["mode"] + "_short"])
+                    ylim=(0, 1.08), title=" ")
         ax_n.set_ylabel(text["note"])
         for ax in (ax_b, ax_n):
             ax.title.set_fontsize(10)
             ax.yaxis.label.set_fontsize(9)
             ax.tick_params(axis="x", labelsize=8)
         fig.tight_layout()
-        return fig
+        return {"books": bar_artists(ax_b), "note": bar_artists(ax_n),
+                "question": ax_b.title, "mode": ax_n.title}
+
+    def update(self, art: dict, data: dict) -> list:
+        art["question"].set_text(data["question"])
+        art["mode"].set_text(_TEXT[self.lang][data["mode"] + "_short"])
+        return [*set_bars(*art["books"], data["weights"]), *set_bars(*art["note"], data["blend"]),
+                art["question"], art["mode"]]
