@@ -1,4 +1,4 @@
-"""Input checks shared by the public functions.
+"""Input checks shared by the public functions, and the small helpers several modules share.
 
 Every public function validates at its boundary, so a learner who passes the wrong thing reads a
 message that names the argument, what it got and what it needs, instead of a NumPy traceback from
@@ -6,6 +6,8 @@ deep inside a matrix product.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -103,3 +105,49 @@ def nonnegative_int(value, name: str) -> int:
     if value < 0:
         raise ValueError(f"{name} must be >= 0; got {name}={value}")
     return int(value)
+
+
+def resolve_scale(scale, E: int) -> float:
+    """``1/sqrt(E)`` for ``None``, else ``scale`` as a float, refused unless finite and a number."""
+    if scale is None:
+        return 1.0 / math.sqrt(E)
+    if isinstance(scale, (bool, np.bool_)) or not np.isscalar(scale) or not np.isfinite(scale):
+        raise ValueError(f"scale must be a finite number or None; got {scale!r}")
+    return float(scale)
+
+
+def linear(x, weight, bias):
+    """x @ weightᵀ + bias, the convention of torch.nn.Linear (weight is (out, in))."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def combine_masks(attn_mask, key_padding_mask, batch, H, L, S, cdtype):
+    """One mask of shape broadcastable to batch + (H, L, S), or None."""
+    target = batch + (H, L, S)
+    mask = None if attn_mask is None else check_mask(attn_mask, "attn_mask", target, cdtype)
+    if key_padding_mask is not None:
+        kpm = np.asarray(key_padding_mask)
+        if kpm.shape[-1:] != (S,) or kpm.ndim - 1 > len(batch):
+            raise ValueError(
+                f"key_padding_mask has shape {kpm.shape}; it must be (..., S) = "
+                f"{batch + (S,)} (one flag per key of each sequence)"
+            )
+        kpm = check_mask(kpm[..., None, None, :], "key_padding_mask", target, cdtype)
+        if mask is None:
+            mask = kpm
+        elif mask.dtype == np.bool_ and kpm.dtype == np.bool_:
+            mask = mask & kpm
+        else:
+            # Two very negative finite masks (finfo.min each) may add up to -inf: blocked
+            # either way, and torch's sum gives the same -inf.
+            with np.errstate(over="ignore"):
+                mask = as_additive(mask, cdtype) + as_additive(kpm, cdtype)
+    return mask
+
+
+def as_additive(mask, cdtype):
+    """A boolean mask as 0 / -inf added to the scores; a floating one as it is."""
+    if mask.dtype == np.bool_:
+        return np.where(mask, cdtype.type(0), cdtype.type(-np.inf))
+    return mask

@@ -7,8 +7,6 @@ takes part**; a floating mask is **added** to the scores (``-inf`` blocks).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ._validate import (
@@ -18,6 +16,7 @@ from ._validate import (
     check_same_dtype,
     compute_dtype,
     nonnegative_int,
+    resolve_scale,
 )
 from .softmax import softmax
 
@@ -115,14 +114,6 @@ def check_finite(**arrays) -> None:
         as_float_array(a, name, min_ndim=0)
 
 
-def _resolve_scale(scale, E: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(E)
-    if isinstance(scale, (bool, np.bool_)) or not np.isscalar(scale) or not np.isfinite(scale):
-        raise ValueError(f"scale must be a finite number or None; got {scale!r}")
-    return float(scale)
-
-
 def prepare_attention_inputs(q, k, v, attn_mask, is_causal, scale, *, check_finite=True):
     """Validate the inputs of any attention variant; shared by the direct and chunked paths.
 
@@ -146,7 +137,7 @@ def prepare_attention_inputs(q, k, v, attn_mask, is_causal, scale, *, check_fini
     mask = None
     if attn_mask is not None:
         mask = check_mask(attn_mask, "attn_mask", batch + (L, S), cdtype)
-    return q, k, v, mask, _resolve_scale(scale, q.shape[-1]), dtype, batch
+    return q, k, v, mask, resolve_scale(scale, q.shape[-1]), dtype, batch
 
 
 def scaled_dot_product_attention(

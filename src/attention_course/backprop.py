@@ -21,9 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_float_array, check_mask, check_same_dtype, positive_int
-from .attention import _resolve_scale, causal_mask, scaled_dot_product_attention
-from .multihead import _combine_masks, merge_heads, split_heads
+from ._validate import (
+    as_float_array,
+    check_mask,
+    check_same_dtype,
+    combine_masks,
+    positive_int,
+    resolve_scale,
+)
+from .attention import causal_mask, scaled_dot_product_attention
+from .multihead import merge_heads, split_heads
 from .softmax import softmax
 
 __all__ = [
@@ -214,7 +221,7 @@ def attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=No
         )
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     cache = {"op": "attention", "q": q, "k": k, "v": v, "weights": weights, "out_shape": out.shape,
-             "scale": _resolve_scale(scale, q.shape[-1])}
+             "scale": resolve_scale(scale, q.shape[-1])}
     return out, weights, cache
 
 
@@ -447,7 +454,7 @@ def mha_forward(query, key, value, params, num_heads, *, attn_mask=None, is_caus
         # The triangle becomes an ordinary mask so that it can be combined with the padding,
         # as MultiHeadAttention does.
         attn_mask, is_causal = causal_mask(L, S), False
-    mask = _combine_masks(attn_mask, key_padding_mask, batch, H, L, S, query.dtype)
+    mask = combine_masks(attn_mask, key_padding_mask, batch, H, L, S, query.dtype)
     heads, weights, c_att = attention_forward(q, k, v, attn_mask=mask, is_causal=bool(is_causal))
     merged = merge_heads(heads)                                      # (B, L, E)
     out, c_out = linear_forward(merged, p["out_proj_weight"], p["out_proj_bias"])  # (B, L, E)

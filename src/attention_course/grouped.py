@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_float_array, positive_int
+from ._validate import as_float_array, linear, positive_int
 from .attention import scaled_dot_product_attention
-from .multihead import MultiHeadAttention, _linear, check_layer_inputs, merge_heads, split_heads
+from .multihead import MultiHeadAttention, check_layer_inputs, merge_heads, split_heads
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention", "repeat_kv"]
 
@@ -269,12 +269,12 @@ class GroupedQueryAttention:
         cast = [None if a is None else a.astype(dtype, copy=False) for a in self._arrays()]
         W_q, W_k, W_v, W_o, b_q, b_k, b_v, b_o = cast
 
-        q = split_heads(_linear(query, W_q, b_q), H)                   # (..., H, L, d_k)
-        k = split_heads(_linear(key, W_k, b_k), G)                     # (..., G, S, d_k)
-        v = split_heads(_linear(value, W_v, b_v), G)                   # (..., G, S, d_k)
+        q = split_heads(linear(query, W_q, b_q), H)                   # (..., H, L, d_k)
+        k = split_heads(linear(key, W_k, b_k), G)                     # (..., G, S, d_k)
+        v = split_heads(linear(value, W_v, b_v), G)                   # (..., G, S, d_k)
         heads, weights = grouped_query_attention(q, k, v, attn_mask=attn_mask,
                                                  is_causal=is_causal, return_weights=True)
-        out = _linear(merge_heads(heads), W_o, b_o)                    # (..., L, E)
+        out = linear(merge_heads(heads), W_o, b_o)                    # (..., L, E)
         if not need_weights:
             return out, None
         if average_attn_weights:

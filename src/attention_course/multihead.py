@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_float_array, check_mask, compute_dtype, positive_int
+from ._validate import as_float_array, combine_masks, compute_dtype, linear, positive_int
 from .attention import causal_mask, scaled_dot_product_attention
 
 
@@ -118,42 +118,6 @@ def from_torch_mha_mask(mask) -> np.ndarray:
     if np.isnan(arr).any() or np.isposinf(arr).any():
         raise ValueError("mask may hold -inf (blocked) and finite values, not NaN or +inf")
     return arr
-
-
-def _linear(x, weight, bias):
-    """x @ weightᵀ + bias, the convention of torch.nn.Linear (weight is (out, in))."""
-    y = x @ weight.T
-    return y if bias is None else y + bias
-
-
-def _combine_masks(attn_mask, key_padding_mask, batch, H, L, S, cdtype):
-    """One mask of shape broadcastable to batch + (H, L, S), or None."""
-    target = batch + (H, L, S)
-    mask = None if attn_mask is None else check_mask(attn_mask, "attn_mask", target, cdtype)
-    if key_padding_mask is not None:
-        kpm = np.asarray(key_padding_mask)
-        if kpm.shape[-1:] != (S,) or kpm.ndim - 1 > len(batch):
-            raise ValueError(
-                f"key_padding_mask has shape {kpm.shape}; it must be (..., S) = "
-                f"{batch + (S,)} (one flag per key of each sequence)"
-            )
-        kpm = check_mask(kpm[..., None, None, :], "key_padding_mask", target, cdtype)
-        if mask is None:
-            mask = kpm
-        elif mask.dtype == np.bool_ and kpm.dtype == np.bool_:
-            mask = mask & kpm
-        else:
-            # Two very negative finite masks (finfo.min each) may add up to -inf: blocked
-            # either way, and torch's sum gives the same -inf.
-            with np.errstate(over="ignore"):
-                mask = _as_additive(mask, cdtype) + _as_additive(kpm, cdtype)
-    return mask
-
-
-def _as_additive(mask, cdtype):
-    if mask.dtype == np.bool_:
-        return np.where(mask, cdtype.type(0), cdtype.type(-np.inf))
-    return mask
 
 
 def check_layer_inputs(query, key, value, embed_dim: int):
@@ -297,9 +261,9 @@ class MultiHeadAttention:
         # The output dtype follows the input: weights are cast to it, not the input to them.
         W_q, W_k, W_v, b_q, b_k, b_v = (None if a is None else a.astype(dtype, copy=False)
                                         for a in self.projection_weights())
-        q = split_heads(_linear(query, W_q, b_q), H)                  # (..., H, L, E/H)
-        k = split_heads(_linear(key, W_k, b_k), H)                    # (..., H, S, E/H)
-        v = split_heads(_linear(value, W_v, b_v), H)                  # (..., H, S, E/H)
+        q = split_heads(linear(query, W_q, b_q), H)                  # (..., H, L, E/H)
+        k = split_heads(linear(key, W_k, b_k), H)                    # (..., H, S, E/H)
+        v = split_heads(linear(value, W_v, b_v), H)                  # (..., H, S, E/H)
         batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
         L, S = q.shape[-2], k.shape[-2]
         if not isinstance(is_causal, (bool, np.bool_)):
@@ -310,14 +274,14 @@ class MultiHeadAttention:
             # A decoder with padding: the triangle becomes an ordinary mask, so that it can be
             # combined with the padding (torch: a causal attn_mask plus key_padding_mask).
             attn_mask, is_causal = causal_mask(L, S), False
-        mask = _combine_masks(attn_mask, key_padding_mask, batch, H, L, S,
+        mask = combine_masks(attn_mask, key_padding_mask, batch, H, L, S,
                               compute_dtype(dtype))
         heads, weights = scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal, return_weights=True
         )                                                             # (..., H, L, E/H), (..., H, L, S)
         W_o, b_o = (None if a is None else a.astype(dtype, copy=False)
                     for a in (self.out_proj_weight, self.out_proj_bias))
-        out = _linear(merge_heads(heads), W_o, b_o)                   # (..., L, E)
+        out = linear(merge_heads(heads), W_o, b_o)                   # (..., L, E)
         if not need_weights:
             return out, None
         if average_attn_weights:
@@ -363,7 +327,7 @@ def multi_head_attention_reference(mha: MultiHeadAttention, query, key=None, val
     outs, weights = [], []
     for h in range(mha.num_heads):
         rows = slice(h * D, (h + 1) * D)            # head h owns these rows of each W
-        q_h, k_h, v_h = (_linear(x, W[rows], None if b is None else b[rows])
+        q_h, k_h, v_h = (linear(x, W[rows], None if b is None else b[rows])
                          for x, W, b in ((query, W_q, b_q), (key, W_k, b_k), (value, W_v, b_v)))
         # q_h: (..., L, D); k_h, v_h: (..., S, D)
         o_h, w_h = scaled_dot_product_attention(
@@ -373,5 +337,5 @@ def multi_head_attention_reference(mha: MultiHeadAttention, query, key=None, val
         outs.append(o_h)
         weights.append(w_h)
     concat = np.concatenate(outs, axis=-1)          # (..., L, H*D)
-    out = _linear(concat, mha.out_proj_weight, mha.out_proj_bias).astype(query.dtype)
+    out = linear(concat, mha.out_proj_weight, mha.out_proj_bias).astype(query.dtype)
     return out, np.stack(weights, axis=-3)          # (..., H, L, S)

@@ -3,7 +3,9 @@
 A check calls the learner's function on several inputs, edge cases included, compares with the
 library, and either prints one short line or raises :class:`CheckFailed` naming the input, what
 was expected, what came back, and a hint in the notebook's language (``set_language``). The shared
-machinery (tolerances that follow the dtype, forbidden calls, loops) is in ``_core``.
+machinery (tolerances that follow the dtype, forbidden calls, loops, the loop over cases
+:func:`check_function`, the bilingual :func:`label`) is in ``_core``; the library functions an
+exercise may forbid, in named categories, are in :mod:`.forbidden`.
 """
 
 from ._core import (
@@ -16,6 +18,7 @@ from ._core import (
     describe,
     fail,
     get_language,
+    label,
     run_learner,
     set_language,
     tolerance_for,
@@ -24,5 +27,5 @@ from ._core import (
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "get_language", "run_learner", "set_language", "tolerance_for", "watch_calls",
+    "fail", "get_language", "label", "run_learner", "set_language", "tolerance_for", "watch_calls",
 ]

@@ -28,7 +28,7 @@ import numpy as np
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "get_language", "run_learner", "set_language", "tolerance_for", "watch_calls",
+    "fail", "get_language", "label", "run_learner", "set_language", "tolerance_for", "watch_calls",
 ]
 
 _LANGUAGES = ("zh", "en")
@@ -54,6 +54,11 @@ def _valid(lang) -> str:
     if lang not in _LANGUAGES:
         raise ValueError(f"lang must be one of {_LANGUAGES}; got {lang!r}")
     return lang
+
+
+def label(zh: str, en: str) -> dict:
+    """A text in both languages, ``{"zh": zh, "en": en}``: a case's label, a name, a hint, a reason."""
+    return {"zh": zh, "en": en}
 
 
 def _pick(text, lang: str) -> str:
@@ -821,10 +826,55 @@ def _is_python(fn) -> bool:
 # The two checks every notebook uses
 # ---------------------------------------------------------------------------------------------
 
+def _same(got, wrong) -> bool:
+    """Whether the learner's answer equals a known wrong answer (NaN where it has NaN)."""
+    try:
+        g, w = np.asarray(got), np.asarray(wrong)
+        if g.shape != w.shape:
+            return False
+        if w.dtype == np.bool_ or g.dtype == np.bool_:
+            return g.dtype == w.dtype and bool(np.array_equal(g, w))
+        return bool(np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-4, atol=1e-6,
+                                equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def _diagnose(got, expected, variants, default):
+    """The hint of the first known mistake whose answer on this input equals ``got``.
+
+    A mistake that gives the right answer on this input (an inverted mask when there is no mask)
+    says nothing about the learner's answer and is skipped.
+    """
+    for make, hint in variants:
+        try:
+            with np.errstate(all="ignore"):
+                wrong = make()
+        except Exception:          # a mistake that cannot even run on this input
+            continue
+        if not _same(wrong, expected) and _same(got, wrong):
+            return hint
+    return default
+
+
+def _only_dtype_differs(got, expected) -> bool:
+    try:
+        return compare(np.asarray(got).astype(expected.dtype), expected) is None
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def check_function(learner: Callable, reference: Callable, cases, *, name, hint=None,
                    lang: str | None = None, rtol: float | None = None, atol: float | None = None,
-                   check_dtype: bool = False, forbidden=(), no_loops: bool = False) -> None:
+                   check_dtype: bool = False, forbidden=(), no_loops: bool = False,
+                   mistakes: Callable | None = None, dtype_hint=None,
+                   tolerance: Callable | None = None) -> None:
     """Compare ``learner(*case.args, **case.kwargs)`` with ``reference(...)`` on every case.
+
+    The one loop over cases that every check uses: each case's arguments are deep-copied before
+    the learner's function sees them, the call is watched for ``forbidden`` functions
+    (:func:`run_learner`), the result is compared (:func:`compare`'s rules) and the first case that
+    differs raises, naming the input.
 
     Parameters
     ----------
@@ -842,9 +892,19 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     check_dtype : bool
         Also require the same dtype.
     forbidden : iterable of callables
-        Functions the learner's function must not be or call (:func:`watch_calls`).
+        Functions the learner's function must not be or call (:func:`watch_calls`); compose them
+        from :func:`attention_course.checks.forbidden.of`.
     no_loops : bool
         Require a function without loops (:func:`assert_no_loops`).
+    mistakes : callable, optional
+        ``mistakes(*case.args, **case.kwargs) -> [(make, hint), ...]``: the usual wrong answers on
+        that input (``make()`` computes one). On a failing case, the hint of the first mistake
+        the learner's answer equals replaces ``hint``.
+    dtype_hint : str or dict, optional
+        The hint when the values are right and only the dtype differs (with ``check_dtype``).
+    tolerance : callable, optional
+        ``tolerance(case, got, expected) -> (rtol, atol)`` for each case, ``atol`` absolute (not
+        scaled), in place of ``rtol``/``atol``: for answers whose error grows with the input.
 
     Raises
     ------
@@ -867,11 +927,20 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
             # after the first call, so that an unfinished stub raises its NotImplementedError first
             assert_no_loops(learner, name=name, lang=lang)
             loops_checked = True
-        d_rtol, d_atol = tolerance_for(case.args, case.kwargs, got)
-        reason = _compare(got, expected, d_rtol if rtol is None else rtol, d_atol if atol is None else atol,
-                          atol is None, check_dtype, lang)
+        if tolerance is not None:
+            c_rtol, c_atol = tolerance(case, got, expected)
+            reason = _compare(got, expected, c_rtol, c_atol, False, check_dtype, lang)
+        else:
+            d_rtol, d_atol = tolerance_for(case.args, case.kwargs, got)
+            reason = _compare(got, expected, d_rtol if rtol is None else rtol,
+                              d_atol if atol is None else atol, atol is None, check_dtype, lang)
         if reason:
-            fail(name, case.label, reason, hint=hint, lang=lang)
+            found = hint
+            if dtype_hint is not None and _only_dtype_differs(got, expected):
+                found = dtype_hint
+            elif mistakes is not None:
+                found = _diagnose(got, expected, mistakes(*case.args, **case.kwargs), hint)
+            fail(name, case.label, reason, hint=found, lang=lang)
     if no_loops and not loops_checked:
         assert_no_loops(learner, name=name, lang=lang)
     print(_say("ok", lang, name=_pick(name, lang), n=len(cases)))

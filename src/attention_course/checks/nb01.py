@@ -13,10 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import examples
-from ..attention import scaled_dot_product_attention
-from ..chunked import online_softmax_attention
-from ..fast import fast_attention
 from ..softmax import softmax
+from . import forbidden
 from ._core import Case, check_function, compare, fail, get_language, run_learner
 
 _rng = np.random.default_rng(2024)
@@ -29,21 +27,6 @@ _SHELF_QUERIES = np.round(_rng.normal(size=(5, 3)), 2)     # (L=5, d_k=3)
 #: Rows whose scales differ by far more than exp can span: one shift for the whole array sends
 #: whole rows to exp(-1000) = 0, and 0 / 0 is NaN.
 _DIFFERENT_SCALES = np.array([[1000.0, 999.0, 998.0], [1.0, 0.0, -1.0], [-1000.0, -1001.0, -1002.0]])
-
-
-def _softmax_functions():
-    """The softmax functions a learner could call instead of writing one."""
-    found = [softmax]
-    try:                                   # SciPy is not a dependency of the course
-        from scipy.special import softmax as scipy_softmax
-        found.append(scipy_softmax)
-    except ImportError:                    # pragma: no cover - depends on the environment
-        pass
-    return tuple(found)
-
-
-#: Attention functions of the library that the soft lookup must not be.
-_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention)
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -101,7 +84,7 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
                                "leaves its softmax unchanged. Which number keeps every row safe: "
                                "one for the whole array, or one per row? When you sum along the "
                                "last axis, keep a shape that lines up with the input."},
-                   forbidden=_softmax_functions(), lang=lang)
+                   forbidden=forbidden.of("softmax"), lang=lang)
 
 
 # --------------------------------------------------------------------------- exercise 2
@@ -310,4 +293,4 @@ def check_zero_temperature_lookup(fn, *, lang: str | None = None) -> None:
                                "next to the best one's; books tied for the best keep equal weights, "
                                "and the weights always sum to 1. Each question has its own best score; "
                                "mix the values, not the keys."},
-                   forbidden=_softmax_functions() + _ATTENTION_FUNCTIONS, no_loops=True, lang=lang)
+                   forbidden=forbidden.of("softmax", "attention"), no_loops=True, lang=lang)

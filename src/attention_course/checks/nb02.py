@@ -13,10 +13,9 @@ import numpy as np
 
 from .. import examples
 from ..attention import scaled_dot_product_attention
-from ..chunked import online_softmax_attention
-from ..fast import fast_attention
 from ..projections import cosine_similarity, project_qkv
 from ..softmax import softmax
+from . import forbidden
 from ._core import Case, check_function, fail, get_language, run_learner
 
 
@@ -30,9 +29,6 @@ def _weights(d_model: int, d_k: int, d_v: int, seed: int):
     s = 1 / np.sqrt(d_model)
     return (rng.normal(scale=s, size=(d_model, d_k)), rng.normal(scale=s, size=(d_model, d_k)),
             rng.normal(scale=s, size=(d_model, d_v)))
-
-
-_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention)
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -258,7 +254,7 @@ def check_cross_attention_weights(learner, *, lang: str | None = None) -> None:
                     "the width of the keys; each query gets a softmax over its own row. The result "
                     "has L rows and S columns. The library's softmax subtracts each row's maximum, "
                     "so large scores do not overflow."},
-        forbidden=_ATTENTION_FUNCTIONS,
+        forbidden=forbidden.of("attention"),
     )
 
 
@@ -312,5 +308,5 @@ def check_cosine(learner, *, lang: str | None = None) -> None:
               "en": "divide the dot product by the product of both lengths, both taken along the last "
                     "axis so that all rows are done at once; where a length is 0, do not divide: "
                     "give 0."},
-        forbidden=(cosine_similarity,), no_loops=True,
+        forbidden=forbidden.of("cosine"), no_loops=True,
     )

@@ -9,83 +9,14 @@ answer equals one of them, the message names that mistake.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
-from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
-from ..backprop import attention_forward, softmax_forward
-from ..chunked import online_softmax_attention
-from ..fast import fast_attention
-from ..grouped import grouped_query_attention
-from ..softmax import softmax
-from ._core import Case, compare, fail, get_language, run_learner
+from ..attention import causal_mask, padding_mask, scaled_dot_product_attention
+from . import forbidden
+from ._core import Case, check_function, compare, fail, get_language, run_learner
+from ._core import label as _label
 
 __all__ = ["check_attention", "check_causal_mask", "check_padding_mask", "check_score_scale"]
-
-
-def _label(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
-
-
-def _same(got, wrong) -> bool:
-    """Whether the learner's answer equals a known wrong answer (NaN where it has NaN)."""
-    try:
-        g, w = np.asarray(got), np.asarray(wrong)
-        if g.shape != w.shape:
-            return False
-        if w.dtype == np.bool_ or g.dtype == np.bool_:
-            return g.dtype == w.dtype and bool(np.array_equal(g, w))
-        return bool(np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-4, atol=1e-6,
-                                equal_nan=True))
-    except (TypeError, ValueError):
-        return False
-
-
-def _diagnose(got, expected, variants, default):
-    """The hint of the first known mistake whose answer on this input equals ``got``.
-
-    A mistake that gives the right answer on this input (an inverted mask when there is no mask)
-    says nothing about the learner's answer and is skipped.
-    """
-    for make, hint in variants:
-        try:
-            with np.errstate(all="ignore"):
-                wrong = make()
-        except Exception:          # a mistake that cannot even run on this input
-            continue
-        if not _same(wrong, expected) and _same(got, wrong):
-            return hint
-    return default
-
-
-def _only_dtype_differs(got, expected) -> bool:
-    try:
-        return compare(np.asarray(got).astype(expected.dtype), expected) is None
-    except (TypeError, ValueError, AttributeError):
-        return False
-
-
-def _run_cases(fn, reference, cases, variants_for, *, name, hint, forbidden, lang, check_dtype=False,
-               dtype_hint=None):
-    """Run every case; on the first that differs, fail with the matching mistake's hint."""
-    for case in cases:
-        expected = reference(*case.args, **case.kwargs)
-        got = run_learner(fn, *[_copy(a) for a in case.args], name=name, label=case.label,
-                          forbidden=forbidden, hint=hint, lang=lang, **case.kwargs)
-        reason = compare(got, expected, check_dtype=check_dtype, lang=lang)
-        if reason:
-            if dtype_hint is not None and _only_dtype_differs(got, expected):
-                found = dtype_hint
-            else:
-                found = _diagnose(got, expected, variants_for(*case.args, **case.kwargs), hint)
-            fail(name, case.label, reason, hint=found, lang=lang)
-    print({"zh": f"✓ {name['zh']}：{len(cases)} 个测试用例全部通过",
-           "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
-
-
-def _copy(a):
-    return a.copy() if isinstance(a, np.ndarray) else a
 
 
 def _qkv(seed, L, S, E, Ev, batch=(), spread=1.0, dtype=np.float64):
@@ -116,29 +47,6 @@ PROMOTED = _label(
     "The values are right, but float32 inputs gave another dtype: a NumPy float64 scalar (such as "
     "what np.sqrt returns) silently promotes a float32 array. Turn it into a Python number, or into "
     "the input's dtype, first.")
-
-#: Functions that compute the softmax or the whole attention: the exercise builds both itself.
-ATTENTION_FUNCTIONS = (scaled_dot_product_attention, fast_attention, online_softmax_attention,
-                       grouped_query_attention, attention_forward, softmax_forward, softmax)
-
-
-def _outside_softmax_functions() -> tuple:
-    """SciPy's and PyTorch's softmax and attention, when the learner's session has loaded them.
-
-    Neither is a dependency of the course; a module the learner never imported cannot be called,
-    so only the loaded ones are watched (and importing them here would slow every check down).
-    """
-    found = []
-    scipy_special = sys.modules.get("scipy.special")
-    if scipy_special is not None:
-        found.append(scipy_special.softmax)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        functional = torch.nn.functional
-        found += [torch.softmax, torch.Tensor.softmax, functional.softmax,
-                  functional.scaled_dot_product_attention]
-    return tuple(found)
-
 
 def _masked_softmax(scores, mask, *, fill=-np.inf, shift="row", guard=True, axis=-1):
     """The softmax of a learner's usual mistakes: a given fill value, shift, guard and axis."""
@@ -271,10 +179,10 @@ def check_attention(learner, lang: str | None = None) -> None:
         float32).
     """
     lang = get_language(lang)
-    _run_cases(learner, _attention_reference, _attention_cases(), _attention_variants,
-               name=ATTENTION_NAME, hint=ATTENTION_HINT,
-               forbidden=ATTENTION_FUNCTIONS + _outside_softmax_functions(), lang=lang,
-               check_dtype=True, dtype_hint=PROMOTED)
+    check_function(learner, _attention_reference, _attention_cases(), mistakes=_attention_variants,
+                   name=ATTENTION_NAME, hint=ATTENTION_HINT,
+                   forbidden=forbidden.of("softmax", "attention"), lang=lang,
+                   check_dtype=True, dtype_hint=PROMOTED)
 
 
 # --- exercise 2: causal mask ----------------------------------------------------------------
@@ -339,8 +247,8 @@ def check_causal_mask(learner, lang: str | None = None) -> None:
         Case(_label("L = 5 个查询，S = 2 个键（L > S）", "L = 5 queries, S = 2 keys (L > S)"), (5, 2)),
         Case(_label("L = S = 7", "L = S = 7"), (7, 7)),
     ]
-    _run_cases(learner, causal_mask, cases, _causal_variants, name=CAUSAL_NAME, hint=CAUSAL_HINT,
-               forbidden=(causal_mask, sliding_window_mask), lang=lang, check_dtype=True,
+    check_function(learner, causal_mask, cases, mistakes=_causal_variants, name=CAUSAL_NAME, hint=CAUSAL_HINT,
+                   forbidden=forbidden.of("masks"), lang=lang, check_dtype=True,
                dtype_hint=NOT_BOOL)
 
 
@@ -403,8 +311,9 @@ def check_padding_mask(learner, lang: str | None = None) -> None:
         Case(_label("lengths 是 Python 列表 [2, 3]，S = 4", "lengths as a Python list [2, 3], S = 4"),
              ([2, 3], 4)),
     ]
-    _run_cases(learner, padding_mask, cases, _padding_variants, name=PADDING_NAME, hint=PADDING_HINT,
-               forbidden=(padding_mask,), lang=lang, check_dtype=True, dtype_hint=NOT_BOOL)
+    check_function(learner, padding_mask, cases, mistakes=_padding_variants, name=PADDING_NAME,
+                   hint=PADDING_HINT, forbidden=forbidden.of("masks"), lang=lang, check_dtype=True,
+                   dtype_hint=NOT_BOOL)
 
 
 # --- exercise 4: the scale when q and k have variance σ² ----------------------------------

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..attention import scaled_dot_product_attention
-from ..grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
-from ..multihead import MultiHeadAttention, merge_heads
-from ._core import Case, get_language
-from .nb03 import _label, _run_cases
+from ..grouped import GroupedQueryAttention, grouped_query_attention
+from ..multihead import merge_heads
+from . import forbidden
+from ._core import Case, check_function, get_language
+from ._core import label as _label
 
 __all__ = ["check_grouped_attention", "check_grouped_num_parameters", "check_head_contributions"]
 
@@ -99,8 +100,8 @@ def check_head_contributions(fn, lang=None) -> None:
                     "float32: h = 2, L = 2, d_v = 3, d_model = 6"),
              (_normal(9, 2, 2, 3, dtype=np.float32), _normal(10, 6, 6, dtype=np.float32))),
     ]
-    _run_cases(fn, _contributions_reference, cases, _contributions_variants, name=CONTRIBUTIONS_NAME,
-               hint=CONTRIBUTIONS_HINT, forbidden=(), lang=lang)
+    check_function(fn, _contributions_reference, cases, mistakes=_contributions_variants,
+                   name=CONTRIBUTIONS_NAME, hint=CONTRIBUTIONS_HINT, lang=lang)
 
 
 # --- exercise 2: grouped-query attention --------------------------------------------------------
@@ -113,8 +114,6 @@ GROUPED_HINT = _label(
     "the next h/G share head 1, and so on (not dealt out in turn). Every query head does a whole "
     "scaled dot-product attention of its own, scaled by the width d_k of one head.",
 )
-#: The library's grouped-query attention in every form.
-GROUPED_FUNCTIONS = (grouped_query_attention, repeat_kv, GroupedQueryAttention.__call__)
 
 
 def _grouped_reference(q, k, v):
@@ -187,8 +186,8 @@ def check_grouped_attention(fn, lang=None) -> None:
         Case(_label("float32：h = 4，G = 2", "float32: h = 4, G = 2"),
              qkv(60, 4, 2, 3, 3, 4, 4, dtype=np.float32)),
     ]
-    _run_cases(fn, _grouped_reference, cases, _grouped_variants, name=GROUPED_NAME, hint=GROUPED_HINT,
-               forbidden=GROUPED_FUNCTIONS, lang=lang)
+    check_function(fn, _grouped_reference, cases, mistakes=_grouped_variants, name=GROUPED_NAME,
+                   hint=GROUPED_HINT, forbidden=forbidden.of("grouped"), lang=lang)
 
 
 # --- exercise 3: parameters of a grouped-query layer ---------------------------------------------
@@ -264,7 +263,5 @@ def check_grouped_num_parameters(fn, lang=None) -> None:
         Case(_label("d_model = 12，h = 6，G = 3，带偏置", "d_model = 12, h = 6, G = 3, with biases"),
              (12, 6, 3, True)),
     ]
-    forbidden = (GroupedQueryAttention.__init__, GroupedQueryAttention.parameter_shapes,
-                 MultiHeadAttention.__init__)
-    _run_cases(fn, _parameters_reference, cases, _parameters_variants, name=PARAMETERS_NAME,
-               hint=PARAMETERS_HINT, forbidden=forbidden, lang=lang)
+    check_function(fn, _parameters_reference, cases, mistakes=_parameters_variants, name=PARAMETERS_NAME,
+                   hint=PARAMETERS_HINT, forbidden=forbidden.of("layers"), lang=lang)

@@ -15,33 +15,19 @@ from ..attention import scaled_dot_product_attention
 from ..positional import (
     alibi_bias,
     apply_rotary,
-    frequencies,
     position_shift_matrix,
     sinusoidal_positional_encoding,
 )
+from . import forbidden
 from ._core import (
     Case,
     CheckFailed,
-    assert_no_loops,
     check_function,
-    compare,
     fail,
     get_language,
     run_learner,
 )
-
-#: Every position function of the library: an exercise that asks for one forbids them all.
-_POSITION_FUNCTIONS = (sinusoidal_positional_encoding, frequencies, position_shift_matrix,
-                       apply_rotary, alibi_bias)
-
-
-def _t(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
-
-
-def _ok(name, n: int, lang: str) -> None:
-    print({"zh": f"✓ {name[lang]}：{n} 个测试用例全部通过",
-           "en": f"✓ {name[lang]}: all {n} cases pass"}[lang])
+from ._core import label as _t
 
 
 def _same(got, expected) -> bool:
@@ -93,21 +79,12 @@ def _angle_atol(arrays, largest_angle: float, scale: float = 1.0) -> float:
     return float(16 * eps * (1.0 + largest_angle) * max(1.0, scale))
 
 
-def _check_angles(fn, reference, cases, *, name, hint, lang, forbidden, no_loops, angle_of):
-    """Like ``check_function``, with a tolerance that grows with the angles of each case."""
-    lang = get_language(lang)
-    for number, case in enumerate(cases):
-        expected = reference(*case.args, **case.kwargs)
-        got = run_learner(fn, *case.args, name=name, label=case.label, forbidden=forbidden,
-                          hint=hint, lang=lang, **case.kwargs)
-        if no_loops and number == 0:
-            assert_no_loops(fn, name=name, lang=lang)
+def _angle_tolerance(angle_of):
+    """``check_function``'s ``tolerance`` for sines and cosines: it grows with each case's angles."""
+    def tolerance(case, got, expected):
         largest, scale = angle_of(case)
-        atol = _angle_atol((got, expected, *case.args), largest, scale)
-        reason = compare(got, expected, rtol=0.0, atol=atol, lang=lang)
-        if reason:
-            fail(name, case.label, reason, hint=hint, lang=lang)
-    _ok(name, len(cases), lang)
+        return 0.0, _angle_atol((got, expected, *case.args), largest, scale)
+    return tolerance
 
 
 # ---------------------------------------------------------------- exercise 1: the encoding
@@ -175,9 +152,9 @@ def check_positional_encoding(fn, lang=None) -> None:
         return max(case.args[0] - 1, 0), 1.0           # pos·ω_0 = pos is the largest angle
 
     _with_diagnosis(
-        lambda: _check_angles(fn, sinusoidal_positional_encoding, cases, name=name, hint=hint,
-                              lang=lang, forbidden=_POSITION_FUNCTIONS, no_loops=True,
-                              angle_of=angles),
+        lambda: check_function(fn, sinusoidal_positional_encoding, cases, name=name, hint=hint,
+                               lang=lang, forbidden=forbidden.of("positional"), no_loops=True,
+                               tolerance=_angle_tolerance(angles)),
         fn, (6, 8), slips, lang)
 
 
@@ -226,7 +203,7 @@ def check_shift_matrix(fn, lang=None) -> None:
     ]
     _with_diagnosis(
         lambda: check_function(fn, position_shift_matrix, cases, name=name, hint=hint, lang=lang,
-                               forbidden=(position_shift_matrix, apply_rotary)),
+                               forbidden=forbidden.of("rotary")),
         fn, (3, 8), slips, lang)
 
 
@@ -294,7 +271,7 @@ def check_alibi(fn, lang=None) -> None:
                "positions=[0, 1, 3, 4, 7] and the same shifted by 50, [50, 51, 53, 54, 57], slope=0.5")
     weights = []
     for p in (pos, pos + 50):
-        bias = run_learner(fn, p.copy(), 0.5, name=name, label=label, forbidden=_POSITION_FUNCTIONS,
+        bias = run_learner(fn, p.copy(), 0.5, name=name, label=label, forbidden=forbidden.of("positional"),
                            hint=hint, lang=lang)
         try:
             bias = np.asarray(bias, dtype=np.float64)
@@ -344,7 +321,7 @@ def check_alibi(fn, lang=None) -> None:
     ]
     _with_diagnosis(
         lambda: check_function(fn, lambda p, s: alibi_bias(p, slope=s), cases, name=name, hint=hint,
-                               lang=lang, forbidden=_POSITION_FUNCTIONS, no_loops=True),
+                               lang=lang, forbidden=forbidden.of("positional"), no_loops=True),
         fn, (np.array([0, 1, 4, 9]), 0.5), slips, lang)
 
 
@@ -422,7 +399,6 @@ def check_rope(fn, lang=None) -> None:
                                           "you used the row numbers 0, 1, 2..., not the positions "
                                           "passed in.")),
     ]
-    forbidden = (apply_rotary, position_shift_matrix)
 
     def angles(case):
         x, positions = case.args
@@ -430,6 +406,6 @@ def check_rope(fn, lang=None) -> None:
 
     probe_x = np.random.default_rng(7).normal(size=(3, 6))
     _with_diagnosis(
-        lambda: _check_angles(fn, apply_rotary, cases, name=name, hint=hint, lang=lang,
-                              forbidden=forbidden, no_loops=False, angle_of=angles),
+        lambda: check_function(fn, apply_rotary, cases, name=name, hint=hint, lang=lang,
+                               forbidden=forbidden.of("rotary"), tolerance=_angle_tolerance(angles)),
         fn, (probe_x, np.array([2, 5, 9])), slips, lang)

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..attention import causal_mask, scaled_dot_product_attention, sliding_window_mask
-from ..chunked import online_softmax_attention
-from ..decoding import attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
-from ..fast import fast_attention
-from ..multihead import multi_head_attention_reference
+from ..attention import scaled_dot_product_attention, sliding_window_mask
+from ..decoding import merge_softmax_states, softmax_state
+from . import forbidden
 from ._core import Case, check_function, compare, fail, get_language, run_learner, tolerance_for
+from ._core import label as _t
 
-#: Every attention function of the library: the KV-cache exercise forbids them all.
-_ATTENTION_FUNCTIONS = (scaled_dot_product_attention, online_softmax_attention, fast_attention,
-                        multi_head_attention_reference, attend_one, decode_causal, softmax_state,
-                        merge_softmax_states, state_output)
-
-
-def _t(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
+#: The KV-cache exercises forbid every attention function of the library and the running accounts.
+_ATTENTION = ("attention", "online_softmax")
 
 
 # ---------------------------------------------------------------- exercise 1: one token, KV cache
@@ -66,7 +59,7 @@ def check_attend_new_token(fn, lang: str | None = None) -> None:
                 "the new token has one query, compared once with every cached key (its own "
                 "included); the scores are scaled, the softmax must be stable, and what is mixed "
                 "is the values, not the keys."),
-        lang=lang, forbidden=_ATTENTION_FUNCTIONS,
+        lang=lang, forbidden=forbidden.of(*_ATTENTION),
     )
 
 
@@ -125,7 +118,7 @@ def check_merge_states(fn, lang: str | None = None) -> None:
         ref = merge_softmax_states(*(tuple(np.asarray(x) for x in s) for s in (a, b)))
         m_ref, l_ref, acc_ref = float(ref[0]), float(ref[1]), ref[2]
         args = tuple((s[0], s[1], np.array(s[2])) for s in (a, b))
-        got = run_learner(fn, *args, name=name, label=case.label, forbidden=_ATTENTION_FUNCTIONS,
+        got = run_learner(fn, *args, name=name, label=case.label, forbidden=forbidden.of(*_ATTENTION),
                           hint=hint, lang=lang)
         try:
             m, total, acc = got
@@ -191,5 +184,5 @@ def check_window_mask(fn, lang: str | None = None) -> None:
                 "broadcast two position arrays of different shapes into an (n, n) table, then decide "
                 "which (i, j) are inside the window: r neighbours on each side plus the word itself, "
                 "as a boolean array."),
-        lang=lang, forbidden=(sliding_window_mask, causal_mask), no_loops=True,
+        lang=lang, forbidden=forbidden.of("masks"), no_loops=True,
     )

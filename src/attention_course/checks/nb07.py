@@ -13,16 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backprop as bp
-from ..gradcheck import check_gradient, numerical_gradient
 from ..optim import Adam
+from . import forbidden as _forbidden
 from ._core import Case, check_function, fail, get_language, run_learner
+from ._core import label as _label
 
 __all__ = ["check_adam_step", "check_find_bugs", "check_masked_attention_backward",
            "check_scale_gradient"]
-
-
-def _label(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
 
 
 def _close(got, wrong) -> bool:
@@ -146,7 +143,7 @@ def check_masked_attention_backward(learner, lang: str | None = None) -> None:
     CheckFailed
         Naming the input: causal mask, L ≠ S, a fully masked query, batch axes, float32.
     """
-    forbidden = (bp.attention_backward, bp.mha_backward, bp.softmax_backward)
+    forbidden = _forbidden.of("backward", "softmax_backward")
     causal4 = np.tril(np.ones((4, 4), dtype=bool))
     probe = (*_qkv(11, 4, 4, 4, 3), causal4)
     hint = _matching_hint(learner, probe, _backward_variants(*probe), BACKWARD_HINT, forbidden)
@@ -223,7 +220,7 @@ def check_scale_gradient(learner, lang: str | None = None) -> None:
         (summed over any batch axes).
     lang : {"zh", "en"}, optional
     """
-    forbidden = (numerical_gradient, check_gradient, bp.attention_backward)
+    forbidden = _forbidden.of("gradient_check", "backward")
     probe = (*_qkv(21, 3, 4, 4, 2), 0.5)
     hint = _matching_hint(learner, probe, _scale_variants(*probe), SCALE_HINT, forbidden)
     cases = [
@@ -300,7 +297,7 @@ def check_adam_step(learner, lang: str | None = None) -> None:
         Arrays p, g, m, v of one shape, an int t ≥ 1, floats lr and eps, and a pair betas.
     lang : {"zh", "en"}, optional
     """
-    forbidden = (Adam.step,)
+    forbidden = _forbidden.of("optimiser")
     rng = np.random.default_rng(0)
 
     def state(shape, t, dtype=np.float64, scale=1.0):
@@ -387,7 +384,7 @@ def check_find_bugs(learner, lang: str | None = None) -> None:
     lang : {"zh", "en"}, optional
     """
     lang = get_language(lang)
-    forbidden = (numerical_gradient, check_gradient, bp.attention_backward)
+    forbidden = _forbidden.of("gradient_check", "backward")
     for bug, expected, label in SUSPECTS:
         got = run_learner(learner, _suspect(bug), name=BUGS_NAME, label=label,
                           forbidden=forbidden, hint=BUGS_HINT, lang=lang)

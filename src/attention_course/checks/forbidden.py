@@ -1,0 +1,142 @@
+"""The library functions an exercise may forbid, in named categories that the checks compose.
+
+An exercise that asks the learner to build something the library already has forbids the
+library's versions while the learner's function runs (:func:`~attention_course.checks.watch_calls`).
+The lists live here, once, so that a function added to the library is added to its category and
+every check that forbids the category forbids it too; ``tests/test_forbidden.py`` fails when a
+public function of the library is in no category and not in :data:`ALLOWED_EVERYWHERE`.
+
+Categories (:data:`CATEGORIES`):
+
+- ``softmax``: every softmax of the library (also inside a backward pass or a loss);
+- ``attention``: every function or layer that computes attention weights or outputs;
+- ``online_softmax``: the running softmax accounts of notebook 06;
+- ``masks``: the boolean masks (causal, padding, sliding window);
+- ``positional``: the position encodings; ``rotary``: the rotations among them;
+- ``grouped``: grouped-query attention in every form;
+- ``layers``: the attention layers, their constructors and parameter counts;
+- ``cosine``: the cosine similarity;
+- ``backward``: the backward passes of attention; ``softmax_backward``: that of the softmax (a
+  separate category: a suspect backward handed to the learner may call it);
+- ``gradient_check``: the finite-difference gradient and its checker;
+- ``optimiser``: the Adam step.
+
+SciPy's and PyTorch's softmax and attention join ``softmax`` and ``attention`` when the learner's
+session has loaded them (neither is a dependency of the course, and a module never imported cannot
+be called; importing them here would slow every check down).
+
+How a check module uses it::
+
+    from . import forbidden
+    from ._core import check_function
+
+    def check_my_softmax(fn, lang=None):
+        check_function(fn, reference, cases, name=..., hint=...,
+                       forbidden=forbidden.of("softmax"), lang=lang)
+
+:func:`of` is called when the check runs (not at import), so the loaded outside libraries are
+those of that moment. A new check module adds nothing here unless the library gained a function:
+then that function goes into its category (or into :data:`ALLOWED_EVERYWHERE` when no exercise
+could be answered by calling it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .. import backprop as bp
+from .. import fast, gradcheck
+from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
+from ..chunked import online_softmax_attention
+from ..decoding import attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
+from ..grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
+from ..multihead import MultiHeadAttention, multi_head_attention_reference
+from ..optim import Adam
+from ..positional import (
+    alibi_bias,
+    apply_rotary,
+    frequencies,
+    position_shift_matrix,
+    sinusoidal_positional_encoding,
+)
+from ..projections import cosine_similarity
+from ..softmax import softmax
+
+__all__ = ["ALLOWED_EVERYWHERE", "CATEGORIES", "of"]
+
+_ROTARY = (position_shift_matrix, apply_rotary)
+
+#: Category name -> the library's callables in it. A class stands for its constructor and its call.
+CATEGORIES: dict[str, tuple] = {
+    "softmax": (softmax, bp.softmax_forward, bp.softmax_cross_entropy),
+    "attention": (scaled_dot_product_attention, fast.fast_attention, online_softmax_attention,
+                  grouped_query_attention, GroupedQueryAttention, MultiHeadAttention,
+                  multi_head_attention_reference, bp.attention_forward, bp.mha_forward,
+                  attend_one, decode_causal),
+    "online_softmax": (softmax_state, merge_softmax_states, state_output),
+    "masks": (causal_mask, padding_mask, sliding_window_mask),
+    "positional": (sinusoidal_positional_encoding, frequencies, alibi_bias, *_ROTARY),
+    "rotary": _ROTARY,
+    "grouped": (grouped_query_attention, repeat_kv, GroupedQueryAttention),
+    "layers": (MultiHeadAttention, GroupedQueryAttention, GroupedQueryAttention.parameter_shapes),
+    "cosine": (cosine_similarity,),
+    "backward": (bp.attention_backward, bp.mha_backward),
+    "softmax_backward": (bp.softmax_backward,),
+    "gradient_check": (gradcheck.numerical_gradient, gradcheck.check_gradient),
+    "optimiser": (Adam.step,),
+}
+
+#: Public callables of the library that no exercise forbids (helpers, building blocks of the tiny
+#: models, cost formulas, teaching material), as ``"module.name"`` so that none is imported here.
+ALLOWED_EVERYWHERE: tuple[str, ...] = (
+    "projections.project_qkv", "projections.plane_rotation",
+    "multihead.split_heads", "multihead.merge_heads", "multihead.from_torch_mha_mask",
+    "multihead.check_layer_inputs", "attention.check_finite", "attention.prepare_attention_inputs",
+    "fast.available_cpus", "fast.default_block_q", "gradcheck.relative_error", "optim.Adam",
+    "backprop.linear_forward", "backprop.linear_backward", "backprop.embedding_forward",
+    "backprop.embedding_backward", "backprop.positional_forward", "backprop.positional_backward",
+    "backprop.residual_forward", "backprop.residual_backward", "backprop.layernorm_forward",
+    "backprop.layernorm_backward",
+    "cost.attention_flops", "cost.attention_memory_bytes", "cost.max_length_for_memory",
+    "cost.recurrent_flops", "cost.layer_complexity", "cost.windowed_pairs",
+    "cost.windowed_attention_flops", "cost.windowed_attention_memory_bytes",
+    "cost.chunked_attention_memory_bytes",
+    "examples.toy_embeddings", "examples.meaning_embeddings",
+    "head_patterns.hand_made_embeddings", "head_patterns.head_gain", "head_patterns.hand_set_heads",
+    "plots.cjk_font_path", "plots.use_cjk_font", "plots.heatmap", "plots.heatmaps", "plots.weight_bars",
+    "progress.ProgressLine",
+    "tasks.LibraryBatch", "tasks.SequenceBatch", "tasks.library_batch", "tasks.previous_token_batch",
+    "tasks.previous_two_batch", "tasks.repeat_batch",
+    "tiny_model.LibraryModel", "tiny_model.AttentionOnlyModel", "tiny_model.TrainingRun",
+    "tiny_model.train",
+)
+
+
+def _outside(category: str) -> list:
+    """SciPy's and PyTorch's functions of ``category``, if the session has loaded them."""
+    found = []
+    scipy_special = sys.modules.get("scipy.special")
+    torch = sys.modules.get("torch")
+    if category == "softmax":
+        if scipy_special is not None:
+            found.append(scipy_special.softmax)
+        if torch is not None:
+            found += [torch.softmax, torch.Tensor.softmax, torch.nn.functional.softmax]
+    elif category == "attention" and torch is not None:
+        found += [torch.nn.functional.scaled_dot_product_attention]
+    return found
+
+
+def of(*names: str) -> tuple:
+    """The callables of the named categories together, each once, in order.
+
+    Raises ``KeyError`` naming the known categories for a name that is not one of them.
+    """
+    found: list = []
+    for name in names:
+        if name not in CATEGORIES:
+            raise KeyError(f"no category {name!r}; the categories are {', '.join(CATEGORIES)}")
+        for f in (*CATEGORIES[name], *_outside(name)):
+            if not any(f is g for g in found):
+                found.append(f)
+    return tuple(found)
