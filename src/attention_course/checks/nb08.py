@@ -13,7 +13,7 @@ import numpy as np
 
 from ..tiny_model import AttentionOnlyModel
 from ._core import Case, check_function
-from .nb07 import _label, _matching_hint
+from ._core import label as _label
 
 __all__ = ["check_induction_score", "check_k_composition", "check_weight_on_offset"]
 
@@ -55,7 +55,7 @@ def _reference_induction(weights, tokens):
     return float((weights * match).sum(-1)[counted].mean())
 
 
-def _induction_variants(weights, tokens):
+def _induction_variants_values(weights, tokens):
     w = np.asarray(weights, dtype=np.float64)
     dup = _targets(tokens, shift=0)
     before = _targets(tokens, shift=-1)
@@ -110,7 +110,6 @@ def check_induction_score(learner, lang: str | None = None) -> None:
     """
     rng = np.random.default_rng(8)
     probe = (_weights(rng, 3, 9), _repeats(rng, 3, 9, 4))
-    hint = _matching_hint(learner, probe, _induction_variants(*probe), INDUCTION_HINT)
     periodic = np.resize(np.array([3, 1, 4, 0]), (2, 10))
     exact = np.zeros((2, 10, 10))
     exact[:, np.arange(10), np.maximum(np.arange(10) - 3, 0)] = 1.0   # every query 3 back
@@ -127,7 +126,8 @@ def check_induction_score(learner, lang: str | None = None) -> None:
                     "one row of distinct tokens, one with repeats, B = 2, n = 6"),
              (_weights(rng, 2, 6), np.array([[0, 1, 2, 3, 4, 5], [1, 1, 2, 1, 2, 2]]))),
     ]
-    check_function(learner, _reference_induction, cases, name=INDUCTION_NAME, hint=hint, lang=lang)
+    check_function(learner, _reference_induction, cases, name=INDUCTION_NAME, hint=INDUCTION_HINT,
+                   mistakes=_induction_variants, lang=lang)
 
 
 # --- exercise 2: the K-composition table --------------------------------------------------------
@@ -136,7 +136,7 @@ def _reference_k_composition(E, W_Q, W_K, W_V0, W_O0):
     return (E @ W_Q) @ (E @ W_V0 @ W_O0 @ W_K).T
 
 
-def _k_variants(E, W_Q, W_K, W_V0, W_O0):
+def _k_variants_values(E, W_Q, W_K, W_V0, W_O0):
     right = _reference_k_composition(E, W_Q, W_K, W_V0, W_O0)
     variants = [
         (right.T, _label(
@@ -190,7 +190,6 @@ def check_k_composition(learner, lang: str | None = None) -> None:
     """
     rng = np.random.default_rng(8)
     probe = _k_case(rng, 5, 6, 3, 3)
-    hint = _matching_hint(learner, probe, _k_variants(*probe), K_HINT)
     model = AttentionOnlyModel(7, d_model=8, n_layers=2, d_k=4, max_len=6, seed=3)
     w0, w1 = model.head_weights(0, 0), model.head_weights(1, 0)
     cases = [
@@ -203,7 +202,9 @@ def check_k_composition(learner, lang: str | None = None) -> None:
         Case(_label("一个两层模型（7 个词）的权重", "the weights of a two-layer model (7 tokens)"),
              (model.params["embed"], w1["W_Q"], w1["W_K"], w0["W_V"], w0["W_O"])),
     ]
-    check_function(learner, _reference_k_composition, cases, name=K_NAME, hint=hint, lang=lang)
+    check_function(learner, _reference_k_composition, cases, name=K_NAME, hint=K_HINT,
+                   mistakes=_k_variants, lang=lang,
+                   forbidden=(AttentionOnlyModel.k_composition_table, AttentionOnlyModel.query_key_table))
 
 
 # --- exercise 3: the weight on one offset -------------------------------------------------------
@@ -215,7 +216,7 @@ def _reference_offset(weights, offset):
     return weights[:, t, t - offset].mean(axis=0)
 
 
-def _offset_variants(weights, offset):
+def _offset_variants_values(weights, offset):
     n = weights.shape[-1]
     t = np.arange(n)
     return [
@@ -253,7 +254,6 @@ def check_weight_on_offset(learner, lang: str | None = None) -> None:
     """
     rng = np.random.default_rng(8)
     probe = (_weights(rng, 3, 7), 2)
-    hint = _matching_hint(learner, probe, _offset_variants(*probe), OFFSET_HINT)
     cases = [
         Case(_label("随机权重，B = 3，n = 7，offset = 2", "random weights, B = 3, n = 7, offset = 2"), probe),
         Case(_label("因果权重，B = 5，n = 10，offset = 1", "causal weights, B = 5, n = 10, offset = 1"),
@@ -262,4 +262,17 @@ def check_weight_on_offset(learner, lang: str | None = None) -> None:
         Case(_label("float32，B = 1，n = 9，offset = 8", "float32, B = 1, n = 9, offset = 8"),
              (_weights(rng, 1, 9, dtype=np.float32), 8)),
     ]
-    check_function(learner, _reference_offset, cases, name=OFFSET_NAME, hint=hint, lang=lang)
+    check_function(learner, _reference_offset, cases, name=OFFSET_NAME, hint=OFFSET_HINT,
+                   mistakes=_offset_variants, lang=lang)
+
+
+def _as_mistakes(values):
+    """``values(*args) -> [(answer, hint)]`` as ``check_function``'s ``mistakes=``."""
+    def mistakes(*args):
+        return [((lambda answer=answer: answer), hint) for answer, hint in values(*args)]
+    return mistakes
+
+
+_induction_variants = _as_mistakes(_induction_variants_values)
+_k_variants = _as_mistakes(_k_variants_values)
+_offset_variants = _as_mistakes(_offset_variants_values)

@@ -203,12 +203,17 @@ class TrainingExplorer(Explorer):
         options = self._head_options(run)
         if list(control.options) != options:
             value = min(control.value, len(options) - 1)
-            with control.hold_trait_notifications():
+            self._syncing = True          # new options reset the value: one refresh, at the end
+            try:
                 control.options = options
                 control.value = value
+            finally:
+                self._syncing = False
         control.disabled = len(options) < 2
 
     def _on_change(self, change) -> None:
+        if getattr(self, "_syncing", False):
+            return
         self._sync_head_control()
         super()._on_change(change)
 
@@ -219,25 +224,39 @@ class TrainingExplorer(Explorer):
         data.update(task=task, rows=rows, cols=cols)
         return data
 
-    def draw(self, data: dict):
+    figsize = (11.0, 4.2)
+
+    def layout_key(self, data: dict):
+        # Another task (or another head's map of another shape) has other labels and limits.
+        return data["task"], data["map"].shape
+
+    def build(self, fig, data: dict) -> dict:
         text = TEXT[self.lang]
         L, S = data["map"].shape
-        fig, (ax_map, ax_loss) = plt.subplots(
-            1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.15, 1]})
-        where = text["layer_head"].format(layer=data["layer"], head=data["head"])
+        ax_map, ax_loss = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
         plots.heatmap(data["map"], data["rows"], data["cols"], ax=ax_map, vmin=0, vmax=1,
-                      annotate=L * S <= 64, xlabel=text["key"], ylabel=text["query"],
-                      title=text["map_title"].format(where=where, step=data["step"]))
+                      annotate=False, xlabel=text["key"], ylabel=text["query"], title=" ")
         loss = data["loss"]
         ax_loss.plot(np.arange(len(loss)), loss, color="tab:blue", lw=1)
-        ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none", mec="black",
-                     mew=1.8)
-        ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
+        (marker,) = ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none",
+                                 mec="black", mew=1.8)
+        line = ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
         ax_loss.set_xlabel(text["step"])
         ax_loss.set_ylabel(text["loss"])
         ax_loss.set_ylim(0, max(float(np.max(loss)) * 1.05, 0.1))
-        ax_loss.set_title(text["curve_title"].format(step=data["step"], steps=data["steps"],
-                                                     loss=data["loss_at"], acc=data["accuracy"]))
+        ax_loss.set_title(" ")
         fig.suptitle(self.TASK_NAMES[data["task"]][self.lang], fontsize=11)
         fig.tight_layout()
-        return fig
+        return {"image": ax_map.images[0], "map_title": ax_map.title, "marker": marker,
+                "line": line, "curve_title": ax_loss.title}
+
+    def update(self, art: dict, data: dict) -> list:
+        text = TEXT[self.lang]
+        art["image"].set_data(data["map"])
+        where = text["layer_head"].format(layer=data["layer"], head=data["head"])
+        art["map_title"].set_text(text["map_title"].format(where=where, step=data["step"]))
+        art["marker"].set_data([data["step"]], [data["loss_at"]])
+        art["line"].set_xdata([data["step"], data["step"]])
+        art["curve_title"].set_text(text["curve_title"].format(
+            step=data["step"], steps=data["steps"], loss=data["loss_at"], acc=data["accuracy"]))
+        return [art["image"], art["map_title"], art["marker"], art["line"], art["curve_title"]]
