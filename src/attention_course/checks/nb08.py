@@ -73,7 +73,7 @@ def _induction_variants_values(weights, tokens):
             "The offset points the wrong way: the query's token must stand at j − 1, just before "
             "key j, not at j + 1.")),
         (float((w * match).sum(-1).mean()), _label(
-            "你对所有查询取了平均，包括前面从没出现过它那个词的查询（它们没有目标，得分为 0）。"
+            "你对所有查询取了平均，包括前面从没出现过它那个词的查询（它们没有目标，这一项是 0）。"
             "只对有目标的查询取平均。",
             "You averaged over every query, including those whose token never came before (they "
             "have no target and score 0). Average over the queries that have a target.")),
