@@ -60,7 +60,7 @@ def _induction_variants_values(weights, tokens):
     dup = _targets(tokens, shift=0)
     before = _targets(tokens, shift=-1)
     match = _targets(tokens)
-    counted = match.any(-1)
+    with_self = _targets(tokens, upto_self=False)
     return [
         (float((w * dup).sum(-1)[dup.any(-1)].mean()), _label(
             "你算的是“同一个词”的权重：键位置上的词等于查询的词。归纳头看的是它后面那个位置：键 j 的"
@@ -77,7 +77,7 @@ def _induction_variants_values(weights, tokens):
             "只对有目标的查询取平均。",
             "You averaged over every query, including those whose token never came before (they "
             "have no target and score 0). Average over the queries that have a target.")),
-        (float((w * _targets(tokens, upto_self=False)).sum(-1)[counted].mean()), _label(
+        (float((w * with_self).sum(-1)[with_self.any(-1)].mean()), _label(
             "你把查询自己也算成了“前面出现过的同一个词”：键 j = t + 1 不算，之前的那次出现要在 t 之前。",
             "You counted the query itself as an earlier copy, so key j = t + 1 counted: the copy "
             "must stand before position t.")),

@@ -13,7 +13,6 @@ from functools import lru_cache, partial
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from .. import plots
 from ..tasks import library_batch, previous_token_batch
@@ -165,7 +164,7 @@ class TrainingExplorer(Explorer):
     def default_runs() -> dict:
         return default_runs()
 
-    def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "library",
+    def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "previous",
                  head: int = 0, progress: int = 100):
         check_lang(lang)
         tasks = self.TASKS

@@ -21,7 +21,8 @@ TASKS = ("repeat", "control", "one_head", "two_heads")
 
 TASK_NAMES = {
     "repeat": {"zh": "接着重复（2 层，每层 1 个头）", "en": "continue the repeat (2 layers, 1 head each)"},
-    "control": {"zh": "接着重复（1 层 2 个头，对照）", "en": "continue the repeat (1 layer, 2 heads: control)"},
+    "control": {"zh": "接着重复（1 层 2 个头，对照）",
+                "en": "continue the repeat (1 layer, 2 heads: control)"},
     "one_head": {"zh": "前两个词（1 个头）", "en": "two tokens back (1 head)"},
     "two_heads": {"zh": "前两个词（2 个头）", "en": "two tokens back (2 heads)"},
 }
@@ -85,5 +86,6 @@ class InductionExplorer(TrainingExplorer):
         return default_runs()
 
     def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "repeat",
-                 head: int = 1, progress: int = 100):
+                 head: int = 1, progress: int = 15):
+        # By default: layer 1's head at 15 % of training, around the phase change.
         super().__init__(lang=lang, runs=runs, task=task, head=head, progress=progress)
