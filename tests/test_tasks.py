@@ -1,4 +1,5 @@
-"""The tasks of notebooks 07 and 08: every target follows from the tokens, every run is reproduced by its seed."""
+"""The tasks of notebooks 07 and 08: every target follows from the tokens, every run is reproduced
+by its seed."""
 
 import numpy as np
 import pytest
