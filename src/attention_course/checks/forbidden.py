@@ -103,10 +103,11 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "cost.chunked_attention_memory_bytes",
     "examples.toy_embeddings", "examples.meaning_embeddings",
     "head_patterns.hand_made_embeddings", "head_patterns.head_gain", "head_patterns.hand_set_heads",
+    "head_patterns.layer_patterns",
     "plots.cjk_font_path", "plots.use_cjk_font", "plots.heatmap", "plots.heatmaps", "plots.weight_bars",
     "progress.ProgressLine",
     "tasks.LibraryBatch", "tasks.SequenceBatch", "tasks.library_batch", "tasks.previous_token_batch",
-    "tasks.previous_two_batch", "tasks.repeat_batch",
+    "tasks.previous_two_batch", "tasks.repeat_batch", "tasks.first_and_previous_batch",
     "tiny_model.LibraryModel", "tiny_model.AttentionOnlyModel", "tiny_model.TrainingRun",
     "tiny_model.train",
 )
