@@ -45,8 +45,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attention_course import tasks  # noqa: E402
 from attention_course.optim import Adam  # noqa: E402
-from attention_course.tiny_model import LibraryModel  # noqa: E402
-from attention_course.widgets.nb08 import repeat_model  # noqa: E402
+from attention_course.tiny_model import LibraryModel, repeat_model  # noqa: E402
 
 STEPS = 30
 WARMUP = 5

@@ -1,4 +1,4 @@
-"""Tiny attention-only models, trained with Adam in NumPy in a few seconds (notebook 07).
+"""Tiny attention-only models, trained with Adam in NumPy in a few seconds (notebooks 07 and 08).
 
 Two models, both composed of the forward/backward pairs of :mod:`attention_course.backprop`
 (nothing here differentiates anything by itself):
@@ -10,6 +10,11 @@ Two models, both composed of the forward/backward pairs of :mod:`attention_cours
   sinusoidal), ``n_layers`` residual blocks ``x + MultiHead(x)`` with a causal mask, and a
   linear read-out. The 1/√d_k scale can be switched off and the embeddings' initial size set,
   for notebook 07's experiment on why √d_k matters.
+
+:class:`AttentionOnlyModel` can also be read head by head for notebook 08: silence heads
+(``ablate``), take one head's weights (:meth:`~AttentionOnlyModel.head_weights`), its query-key
+table and the K-composition table of two heads. :func:`repeat_model` and :func:`two_token_model`
+build notebook 08's models, each pair of the same size.
 
 :func:`train` runs Adam on fresh seeded batches and records the loss at every step and, at a few
 checkpoints, the accuracy and the attention weights on a fixed probe example: the data behind
@@ -40,7 +45,7 @@ from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
 from .tasks import LibraryBatch, SequenceBatch
 
-__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "train"]
+__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
 
@@ -523,3 +528,22 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     return TrainingRun(model=model, loss=losses, checkpoint_steps=checkpoints,
                        accuracy=np.array(accuracy), maps=np.stack(maps), seconds=seconds,
                        eval_batch=eval_batch)
+
+
+def repeat_model(kind: str, seed: int = 0) -> AttentionOnlyModel:
+    """Notebook 08's two models of the repeat task, the same size (9,856 weights).
+
+    ``"2 layers"``: two layers of one head each; ``"1 layer"``: one layer of two heads. Every
+    head is d_k = 32 wide.
+    """
+    if kind not in ("2 layers", "1 layer"):
+        raise ValueError(f"kind must be '2 layers' or '1 layer'; got {kind!r}")
+    layers, heads = (2, 1) if kind == "2 layers" else (1, 2)
+    return AttentionOnlyModel(16, d_model=32, n_layers=layers, n_heads=heads, d_k=32,
+                              positional="learned", max_len=20, seed=seed)
+
+
+def two_token_model(n_heads: int, seed: int = 0) -> AttentionOnlyModel:
+    """The two-token task's model with ``n_heads`` heads sharing 32 dimensions (the same size)."""
+    return AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=n_heads, d_k=32 // n_heads,
+                              positional="learned", max_len=10, seed=seed)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from ..tasks import previous_two_batch, repeat_batch
-from ..tiny_model import AttentionOnlyModel, train
+from ..tiny_model import repeat_model, train, two_token_model
 from .nb07 import TrainingExplorer
 
-__all__ = ["InductionExplorer", "TASKS", "TASK_NAMES", "default_runs"]
+# repeat_model and two_token_model live in tiny_model; the notebook reaches them from here too.
+__all__ = ["InductionExplorer", "TASKS", "TASK_NAMES", "default_runs", "repeat_model", "two_token_model"]
 
 #: The tasks the explorer offers, in the notebook's order.
 TASKS = ("repeat", "control", "one_head", "two_heads")
@@ -26,25 +27,6 @@ TASK_NAMES = {
     "one_head": {"zh": "前两个词（1 个头）", "en": "two tokens back (1 head)"},
     "two_heads": {"zh": "前两个词（2 个头）", "en": "two tokens back (2 heads)"},
 }
-
-
-def repeat_model(kind: str, seed: int = 0) -> AttentionOnlyModel:
-    """Notebook 08's two models of the repeat task, the same size (9,856 weights).
-
-    ``"2 layers"``: two layers of one head each; ``"1 layer"``: one layer of two heads. Every
-    head is d_k = 32 wide.
-    """
-    if kind not in ("2 layers", "1 layer"):
-        raise ValueError(f"kind must be '2 layers' or '1 layer'; got {kind!r}")
-    layers, heads = (2, 1) if kind == "2 layers" else (1, 2)
-    return AttentionOnlyModel(16, d_model=32, n_layers=layers, n_heads=heads, d_k=32,
-                              positional="learned", max_len=20, seed=seed)
-
-
-def two_token_model(n_heads: int, seed: int = 0) -> AttentionOnlyModel:
-    """The two-token task's model with ``n_heads`` heads sharing 32 dimensions (the same size)."""
-    return AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=n_heads, d_k=32 // n_heads,
-                              positional="learned", max_len=10, seed=seed)
 
 
 @lru_cache(maxsize=2)
