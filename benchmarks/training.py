@@ -1,13 +1,13 @@
-"""One training step of notebook 07's models: NumPy (attention_course.backprop) next to PyTorch.
+"""One training step of notebooks 07 and 08's models: NumPy (attention_course.backprop) next to PyTorch.
 
     python benchmarks/training.py            # writes figures/bench_training.md
     python benchmarks/training.py --quick    # fewer rounds, prints only
 
 Method
 ------
-* The two models of notebook 07 whose training takes longest to matter: (b) the library model
-  (one layer, one head, cross-attention over 6 books, batch 64) and (d) the two-layer
-  attention-only model on repeated sequences (n = 20, d_model = 32, batch 32, causal).
+* The two models whose training takes longest to matter: (b) notebook 07's library model
+  (one layer, one head, cross-attention over 6 books, batch 64) and (d) notebook 08's two-layer
+  attention-only model on repeated sequences (n = 20, d_model = d_k = 32, batch 16, causal).
 * A step is what ``tiny_model.train`` does per step: forward, masked softmax cross-entropy,
   backward, one Adam update. NumPy runs the course's own code; PyTorch runs the same model
   (same parameters, copied) with autograd and ``torch.optim.Adam``. Batches are made
@@ -45,7 +45,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attention_course import tasks  # noqa: E402
 from attention_course.optim import Adam  # noqa: E402
-from attention_course.tiny_model import AttentionOnlyModel, LibraryModel  # noqa: E402
+from attention_course.tiny_model import LibraryModel, repeat_model  # noqa: E402
 
 STEPS = 30
 WARMUP = 5
@@ -60,10 +60,9 @@ def library_setup(seed: int = 0):
 
 
 def repeat_setup(seed: int = 0):
-    model = AttentionOnlyModel(16, d_model=32, n_layers=2, positional="learned", max_len=20,
-                               seed=seed)
+    model = repeat_model("2 layers", seed=seed)
     rng = np.random.default_rng(seed)
-    batches = [tasks.repeat_batch(rng, 32, length=20) for _ in range(STEPS + WARMUP)]
+    batches = [tasks.repeat_batch(rng, 16, length=20) for _ in range(STEPS + WARMUP)]
     return model, batches
 
 

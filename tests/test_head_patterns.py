@@ -32,7 +32,7 @@ def test_trophy_roles_point_at_the_right_words():
 
 
 def test_every_pattern_has_a_name_in_both_languages():
-    assert set(PATTERN_NAMES) == set(PATTERNS)
+    assert set(PATTERN_NAMES) == {*PATTERNS, head_patterns.SHARED}
     assert all(set(names) == {"zh", "en"} for names in PATTERN_NAMES.values())
 
 
@@ -149,3 +149,17 @@ def test_public_columns_hold_the_flags_the_notebook_writes_into_its_heads():
 def test_head_gain_gives_the_scaled_score_of_one_match(head_dim, sharpness):
     gain = head_patterns.head_gain(head_dim, sharpness)
     assert gain * gain / np.sqrt(head_dim) == pytest.approx(sharpness)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_one_head_shares_its_budget_between_both_relations(lang):
+    tokens, roles = examples.TROPHY[lang], TROPHY_ROLES[lang]
+    x, mha = head_patterns.hand_set_heads(tokens, roles, head_patterns.layer_patterns(1))
+    _, w = mha(x, average_attn_weights=False)                        # (1, L, L)
+    it = roles["pronoun"]
+    np.testing.assert_allclose(w[0, it, [roles["antecedent"], it - 1]], [0.5, 0.5], atol=0.01)
+    others = [i for i in range(1, len(tokens)) if i != it]
+    assert (w[0, others, np.array(others) - 1] > 0.99).all()       # everyone else: the previous word
+    assert head_patterns.layer_patterns(2) == PATTERNS[:2]
+    with pytest.raises(ValueError, match="num_heads"):
+        head_patterns.layer_patterns(0)

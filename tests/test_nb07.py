@@ -255,13 +255,10 @@ def test_planted_suspects_are_what_they_claim():
 def runs():
     lib = train(LibraryModel(seed=0), partial(tasks.library_batch, batch_size=32), 20, lr=1e-2,
                 eval_batch=tasks.library_batch(1, 64))
-    rep = train(AttentionOnlyModel(10, d_model=16, n_layers=2, max_len=12, seed=0),
-                partial(tasks.repeat_batch, batch_size=8, length=12, vocab=10), 10,
-                eval_batch=tasks.repeat_batch(1, 16, length=12, vocab=10))
-    two = train(AttentionOnlyModel(4, n_classes=16, d_model=16, n_heads=2, max_len=6, seed=0),
-                partial(tasks.previous_two_batch, batch_size=8, length=6, vocab=4), 10,
-                eval_batch=tasks.previous_two_batch(1, 16, length=6, vocab=4))
-    return {"library": lib, "repeat": rep, "two_heads": two}
+    prev = train(AttentionOnlyModel(10, d_model=16, max_len=8, seed=0),
+                 partial(tasks.previous_token_batch, batch_size=8, length=8, vocab=10), 10,
+                 eval_batch=tasks.previous_token_batch(1, 16, length=8, vocab=10))
+    return {"library": lib, "previous": prev}
 
 
 def test_slider_moves_through_the_checkpoints(runs):
@@ -275,23 +272,18 @@ def test_slider_moves_through_the_checkpoints(runs):
     assert ex.data["step"] == 10 and ex.data["accuracy"] == runs["library"].accuracy[10]
 
 
-def test_task_and_head_pick_the_map(runs):
-    ex = widgets.TrainingExplorer(lang="en", runs=runs, task="repeat", head=1)
-    assert (ex.data["layer"], ex.data["head"]) == (2, 1) and not ex.controls["head"].disabled
-    assert np.allclose(ex.data["map"], runs["repeat"].maps[-1, 1, 0])
-    ex.controls["head"].value = 0
-    assert (ex.data["layer"], ex.data["head"]) == (1, 1)
-    ex.controls["task"].value = "two_heads"
-    assert (ex.data["layer"], ex.data["head"]) == (1, 1)
-    ex.controls["head"].value = 1
-    assert (ex.data["layer"], ex.data["head"]) == (1, 2)
-    assert np.allclose(ex.data["map"], runs["two_heads"].maps[-1, 0, 1])
-    ex.controls["task"].value = "library"                      # one head: the control is off
-    assert ex.controls["head"].disabled and ex.data["n_maps"] == 1
+def test_task_picks_the_run_and_heads_count_from_0(runs):
+    ex = widgets.TrainingExplorer(lang="en", runs=runs, task="previous")
+    assert (ex.data["layer"], ex.data["head"]) == (0, 0) and ex.data["map"].shape == (8, 8)
+    assert np.allclose(ex.data["map"], runs["previous"].maps[-1, 0, 0])
+    assert ex.controls["head"].disabled                         # one head: nothing to pick
+    assert ex.controls["head"].options == (("layer 0, head 0", 0),)
+    ex.controls["task"].value = "library"
+    assert ex.data["task"] == "library" and ex.data["map"].shape == (1, 6)
 
 
 def test_labels_and_figure_in_both_languages(runs):
-    for lang, word in (("zh", "查 "), ("en", "find ")):
+    for lang, word, head in (("zh", "查 ", "第 0 层第 0 个头"), ("en", "find ", "layer 0, head 0")):
         ex = widgets.TrainingExplorer(lang=lang, runs=runs, task="library")
         assert ex.data["rows"][0].startswith(word)
         assert all(":" in c for c in ex.data["cols"])
@@ -299,7 +291,21 @@ def test_labels_and_figure_in_both_languages(runs):
         assert isinstance(fig, Figure)
         texts = " ".join(t.get_text() for ax in fig.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label))
         assert ("键（被看的词）" if lang == "zh" else "key (word looked at)") in texts
+        assert head in texts and "step 20" in texts.replace("第 20 步", "step 20")
+        image = fig.axes[0].images[0]
+        assert image.get_clim() == (0, 1)                        # weights on a 0–1 scale
         plt.close(fig)
+
+
+def test_a_change_redraws_only_the_changing_artists(runs):
+    ex = widgets.TrainingExplorer(lang="en", runs=runs, task="previous")
+    fig = ex.figure()
+    art = ex.build(fig, ex.data)
+    data = ex.compute(progress=0, task="previous", head=0)
+    changed = ex.update(art, data)
+    assert art["image"] in changed and np.allclose(art["image"].get_array(), runs["previous"].maps[0, 0, 0])
+    assert "step 0" in art["map_title"].get_text()
+    plt.close(fig)
 
 
 def test_bad_arguments(runs):
@@ -307,3 +313,5 @@ def test_bad_arguments(runs):
         widgets.TrainingExplorer(lang="fr", runs=runs)
     with pytest.raises(ValueError, match="'copy'"):
         widgets.TrainingExplorer(lang="en", runs={"copy": runs["library"]})
+    with pytest.raises(ValueError, match="'repeat'"):           # notebook 08's runs belong to its explorer
+        widgets.TrainingExplorer(lang="en", runs={"repeat": runs["previous"]})

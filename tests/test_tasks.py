@@ -1,4 +1,5 @@
-"""The tasks of notebook 07: every target follows from the tokens, every run is reproduced by its seed."""
+"""The tasks of notebooks 07 and 08: every target follows from the tokens, every run is reproduced
+by its seed."""
 
 import numpy as np
 import pytest
@@ -43,6 +44,16 @@ def test_previous_two_target_decodes_to_the_two_tokens_before_in_order(seed, n, 
 
 
 @settings(max_examples=40, deadline=None)
+@given(seed=seeds, n=st.integers(3, 12), vocab=st.integers(2, 9))
+def test_first_and_previous_target_decodes_to_token_0_and_the_token_before(seed, n, vocab):
+    b = tasks.first_and_previous_batch(seed, 3, length=n, vocab=vocab)
+    t = np.arange(2, n)
+    assert (b.targets[:, t] // vocab == b.tokens[:, :1]).all()
+    assert (b.targets[:, t] % vocab == b.tokens[:, t - 1]).all()
+    assert b.n_classes == vocab * vocab and not b.mask[:, :2].any() and b.mask[:, 2:].all()
+
+
+@settings(max_examples=40, deadline=None)
 @given(seed=seeds, n=st.integers(9, 30))
 def test_repeat_is_periodic_with_distinct_tokens_and_counts_only_predictable_positions(seed, n):
     b = tasks.repeat_batch(seed, 16, length=n, vocab=16, periods=(4, 8))
@@ -69,6 +80,7 @@ def test_repeat_periods_vary_from_sequence_to_sequence():
     lambda rng: tasks.library_batch(rng, 4),
     lambda rng: tasks.previous_token_batch(rng, 4),
     lambda rng: tasks.previous_two_batch(rng, 4),
+    lambda rng: tasks.first_and_previous_batch(rng, 4),
     lambda rng: tasks.repeat_batch(rng, 4),
 ])
 def test_seeded_same_seed_same_batch_other_seed_other_batch(make):
@@ -85,6 +97,7 @@ def test_seeded_same_seed_same_batch_other_seed_other_batch(make):
     (lambda: tasks.repeat_batch(0, 2, length=8, periods=(4, 8)), ["periods", "length=8"]),
     (lambda: tasks.repeat_batch(0, 2, vocab=6, periods=(4, 8)), ["periods", "vocab=6"]),
     (lambda: tasks.previous_two_batch(0, 2, vocab=1.5), ["vocab", "1.5"]),
+    (lambda: tasks.first_and_previous_batch(0, 2, length=2), ["length", ">= 3"]),
 ])
 def test_bad_arguments_are_named(call, words):
     with pytest.raises(ValueError) as info:

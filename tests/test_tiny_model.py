@@ -1,5 +1,7 @@
-"""The tiny models of notebook 07: gradients equal finite differences, training is seeded and learns."""
+"""The tiny models of notebooks 07 and 08: gradients equal finite differences, training is seeded
+and learns, heads can be read and silenced one by one."""
 
+import re
 from functools import partial
 
 import numpy as np
@@ -151,3 +153,66 @@ def test_progress_line_speaks_the_notebook_language():
     finally:
         checks.set_language("en")
     assert "loss" in ProgressLine(4, enabled=False).words.values()
+
+
+# --- reading a trained model head by head (notebook 08) --------------------------------------
+
+def small(n_layers=2, n_heads=2, seed=0):
+    return AttentionOnlyModel(vocab=6, d_model=8, n_layers=n_layers, n_heads=n_heads, d_k=4, max_len=7,
+                              seed=seed, dtype=np.float64)
+
+
+def test_a_layers_output_is_the_sum_of_its_heads_through_their_rows_of_W_O():
+    model = small(n_layers=1)
+    tokens = tasks.previous_token_batch(0, 3, length=7, vocab=6).tokens
+    x = model.params["embed"][tokens] + model.params["pos"][:7]
+    silent = model.forward(tokens, ablate=[(0, 0), (0, 1)])[0]
+    np.testing.assert_allclose(silent, x @ model.params["W_U"], atol=1e-12)   # nothing but the stream
+    weights = model.forward(tokens)[1][0]                                      # (B, h, n, n)
+    total = x.copy()
+    for head in range(2):
+        W = model.head_weights(0, head)
+        total += weights[:, head] @ (x @ W["W_V"]) @ W["W_O"]
+    np.testing.assert_allclose(model.forward(tokens)[0], total @ model.params["W_U"], atol=1e-10)
+
+
+def test_silencing_one_head_changes_the_output_and_leaves_training_untouched():
+    model = small()
+    tokens = tasks.repeat_batch(0, 2, length=7, vocab=6, periods=(2, 3)).tokens
+    full = model.forward(tokens)[0]
+    for head in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+        assert not np.allclose(model.forward(tokens, ablate=[head])[0], full)
+    np.testing.assert_array_equal(model.forward(tokens)[0], full)               # nothing stays switched off
+    batch = tasks.repeat_batch(1, 4, length=7, vocab=6, periods=(2, 3))
+    assert model.accuracy(batch, ablate=[]) == model.accuracy(batch)
+
+
+def test_query_key_and_k_composition_tables_follow_their_formulas():
+    model = small()
+    E = model.params["embed"]
+    h0, h1 = model.head_weights(0, 1), model.head_weights(1, 0)
+    np.testing.assert_allclose(model.query_key_table(1, 0), (E @ h1["W_Q"]) @ (E @ h1["W_K"]).T)
+    np.testing.assert_allclose(model.k_composition_table(query=(1, 0), writer=(0, 1)),
+                               (E @ h1["W_Q"]) @ (E @ h0["W_V"] @ h0["W_O"] @ h1["W_K"]).T)
+    # the head's slices are the ones forward uses: its W_Q gives the scores of its map
+    tokens = np.array([[0, 1, 2, 3]])
+    x = E[tokens] + model.params["pos"][:4]
+    W = model.head_weights(0, 1)
+    scores = (x @ W["W_Q"]) @ np.swapaxes(x @ W["W_K"], -1, -2) / 2.0          # √d_k = 2
+    scores = np.where(np.tril(np.ones((4, 4), bool)), scores, -np.inf)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(model.forward(tokens)[1][0][:, 1], expected / expected.sum(-1, keepdims=True),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize(("call", "words"), [
+    (lambda m: m.forward(np.zeros((1, 3), int), ablate=[(2, 0)]), "no head (layer=2, head=0)"),
+    (lambda m: m.accuracy(tasks.previous_token_batch(0, 1, length=4, vocab=6), ablate=[(0, 5)]),
+     "heads 0..1"),
+    (lambda m: m.forward(np.zeros((1, 3), int), ablate=[0]), "(layer, head) pairs"),
+    (lambda m: m.head_weights(-1, 0), "layers 0..1"),
+    (lambda m: m.k_composition_table(query=(0, 0), writer=(1, 0)), "writer's layer must come before"),
+])
+def test_bad_heads_are_named(call, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        call(small())

@@ -37,6 +37,11 @@ SHARPNESS = 8.0
 #: The patterns a hand-set head can follow, in the order a growing layer adds them.
 PATTERNS = ("previous", "antecedent", "uniform", "next", "nouns", "first")
 
+#: One head asked both of the first two questions: the previous word, and for the pronoun also
+#: its noun, with equal scores. A layer of one head uses it (:func:`layer_patterns`), so that its
+#: one budget is shared between the two relations instead of given to the first pattern.
+SHARED = "both"
+
 #: What each pattern is called in the figures.
 PATTERN_NAMES = {
     "previous": {"zh": "前一个词", "en": "previous word"},
@@ -45,6 +50,7 @@ PATTERN_NAMES = {
     "next": {"zh": "后一个词", "en": "next word"},
     "nouns": {"zh": "名词", "en": "the nouns"},
     "first": {"zh": "句首词", "en": "first word"},
+    "both": {"zh": "前一个词和所指名词（同一份预算）", "en": "previous word and its noun (one budget)"},
 }
 
 #: Who is who in ``examples.TROPHY``: token indices of the pronoun, the noun it refers to, and
@@ -134,10 +140,13 @@ def _head_weights(pattern: str, E: int, D: int, gain: float):
     W_q, W_k, b_q = np.zeros((E, D)), np.zeros((E, D)), np.zeros(D)
     pos = np.arange(MAX_LEN)
     channel = MAX_LEN          # one spare head dimension for flag-to-flag matches
-    if pattern == "previous":
+    if pattern in ("previous", SHARED):
         W_q[pos, pos] = gain                    # query i asks for "position i"
         W_k[pos[:-1], pos[1:]] = gain           # key j answers "position j+1"
         W_k[0, 0] = gain                        # the first word has no previous word: itself
+        if pattern == SHARED:                   # the pronoun's noun scores as high as its neighbour
+            W_q[_PRONOUN, channel] = gain
+            W_k[_ANTECEDENT, channel] = gain
     elif pattern == "next":
         W_q[pos, pos] = gain
         W_k[pos[1:], pos[:-1]] = gain           # key j answers "position j-1"
@@ -155,8 +164,26 @@ def _head_weights(pattern: str, E: int, D: int, gain: float):
         b_q[channel] = gain
         W_k[0, channel] = gain                  # only position 0 answers it
     elif pattern != "uniform":                  # uniform: all scores 0, softmax spreads evenly
-        raise ValueError(f"unknown pattern {pattern!r}; choose from {PATTERNS}")
+        raise ValueError(f"unknown pattern {pattern!r}; choose from {(*PATTERNS, SHARED)}")
     return W_q, W_k, b_q
+
+
+def layer_patterns(num_heads: int) -> tuple:
+    """The patterns of a hand-set layer of ``num_heads`` heads, as notebook 04's explorer builds it.
+
+    Two heads or more take the first ``num_heads`` of :data:`PATTERNS`. One head cannot take the
+    first pattern alone: that would decide in advance which relation is lost. It gets
+    :data:`SHARED`, both relations in one budget.
+
+    Examples
+    --------
+    >>> layer_patterns(1), layer_patterns(3)
+    (('both',), ('previous', 'antecedent', 'uniform'))
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or not (
+            1 <= num_heads <= len(PATTERNS)):
+        raise ValueError(f"num_heads must be an integer from 1 to {len(PATTERNS)}; got {num_heads!r}")
+    return (SHARED,) if num_heads == 1 else PATTERNS[:num_heads]
 
 
 def hand_set_heads(tokens, roles, patterns=PATTERNS[:3], d_model: int = 96,
@@ -169,8 +196,8 @@ def hand_set_heads(tokens, roles, patterns=PATTERNS[:3], d_model: int = 96,
     roles : dict
         Token indices, see :func:`hand_made_embeddings` (e.g. ``TROPHY_ROLES["zh"]``).
     patterns : sequence of str
-        One entry of :data:`PATTERNS` per head; H = ``len(patterns)`` must divide ``d_model``,
-        and each head needs a width ``d_model / H >= MAX_LEN + 1``.
+        One entry of :data:`PATTERNS` (or :data:`SHARED`) per head; H = ``len(patterns)`` must
+        divide ``d_model``, and each head needs a width ``d_model / H >= MAX_LEN + 1``.
     d_model : int
     sharpness : float
         The score gap (after the 1/sqrt(d_head) scale) between the key a head wants and the
@@ -198,9 +225,9 @@ def hand_set_heads(tokens, roles, patterns=PATTERNS[:3], d_model: int = 96,
     patterns = tuple(patterns)
     if not patterns:
         raise ValueError("patterns is empty; give at least one head")
-    unknown = [p for p in patterns if p not in PATTERNS]
+    unknown = [p for p in patterns if p not in (*PATTERNS, SHARED)]
     if unknown:
-        raise ValueError(f"unknown pattern(s) {unknown}; choose from {PATTERNS}")
+        raise ValueError(f"unknown pattern(s) {unknown}; choose from {(*PATTERNS, SHARED)}")
     H = len(patterns)
     if d_model % H:
         raise ValueError(f"d_model={d_model} is not divisible by {H} heads")

@@ -1,4 +1,4 @@
-"""Small seeded tasks that tiny attention models learn in seconds (notebook 07).
+"""Small seeded tasks that tiny attention models learn in seconds (notebooks 07 and 08).
 
 Each task is chosen so that one idea of the course is needed to solve it:
 
@@ -10,7 +10,9 @@ Each task is chosen so that one idea of the course is needed to solve it:
   drawn from 4-8 anew for every sequence; predict the next token. Continuing the repeat takes a
   previous-token head feeding a second layer's head (an induction head): one layer is not enough.
 - :func:`previous_two_batch` - name the two tokens before this one, in order (one class per
-  ordered pair): a task for two heads.
+  ordered pair): two relations of one kind (1 back, 2 back).
+- :func:`first_and_previous_batch` - name the first token of the sequence and the token before
+  this one (one class per ordered pair): two independent relations, one fixed, one relative.
 
 Every function takes ``rng`` (a ``numpy.random.Generator`` or a seed) and returns plain arrays,
 so that a run is reproduced by its seed.
@@ -25,6 +27,7 @@ import numpy as np
 __all__ = [
     "LibraryBatch",
     "SequenceBatch",
+    "first_and_previous_batch",
     "library_batch",
     "previous_token_batch",
     "previous_two_batch",
@@ -192,6 +195,31 @@ def previous_two_batch(rng, batch_size: int, length: int = 10, vocab: int = 8) -
     tokens = rng.integers(0, vocab, size=(B, n))
     targets = np.zeros_like(tokens)
     targets[:, 2:] = tokens[:, 1:-1] * vocab + tokens[:, :-2]
+    mask = np.ones((B, n), dtype=bool)
+    mask[:, :2] = False
+    return SequenceBatch(tokens, targets, mask, vocab * vocab)
+
+
+def first_and_previous_batch(rng, batch_size: int, length: int = 10, vocab: int = 8) -> SequenceBatch:
+    """Random tokens; the target at position t is the pair (token 0, token t - 1).
+
+    The pair is one class out of ``vocab**2``: ``tokens[0] * vocab + tokens[t - 1]``. Positions 0
+    and 1 do not count (there, the two relations point at the same token or at none).
+
+    Examples
+    --------
+    >>> b = first_and_previous_batch(0, batch_size=1, length=5, vocab=8)
+    >>> t = b.tokens[0]
+    >>> bool(b.targets[0, 4] == t[0] * 8 + t[3]), b.mask[0].tolist()
+    (True, [False, False, True, True, True])
+    """
+    rng = _rng(rng)
+    B = _positive("batch_size", batch_size)
+    n = _positive("length", length, 3)
+    vocab = _positive("vocab", vocab, 2)
+    tokens = rng.integers(0, vocab, size=(B, n))
+    targets = np.zeros_like(tokens)
+    targets[:, 2:] = tokens[:, :1] * vocab + tokens[:, 1:-1]
     mask = np.ones((B, n), dtype=bool)
     mask[:, :2] = False
     return SequenceBatch(tokens, targets, mask, vocab * vocab)

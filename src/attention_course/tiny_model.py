@@ -1,4 +1,4 @@
-"""Tiny attention-only models, trained with Adam in NumPy in a few seconds (notebook 07).
+"""Tiny attention-only models, trained with Adam in NumPy in a few seconds (notebooks 07 and 08).
 
 Two models, both composed of the forward/backward pairs of :mod:`attention_course.backprop`
 (nothing here differentiates anything by itself):
@@ -10,6 +10,11 @@ Two models, both composed of the forward/backward pairs of :mod:`attention_cours
   sinusoidal), ``n_layers`` residual blocks ``x + MultiHead(x)`` with a causal mask, and a
   linear read-out. The 1/√d_k scale can be switched off and the embeddings' initial size set,
   for notebook 07's experiment on why √d_k matters.
+
+:class:`AttentionOnlyModel` can also be read head by head for notebook 08: silence heads
+(``ablate``), take one head's weights (:meth:`~AttentionOnlyModel.head_weights`), its query-key
+table and the K-composition table of two heads. :func:`repeat_model` and :func:`two_token_model`
+build notebook 08's models, each pair of the same size.
 
 :func:`train` runs Adam on fresh seeded batches and records the loss at every step and, at a few
 checkpoints, the accuracy and the attention weights on a fixed probe example: the data behind
@@ -34,12 +39,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import backprop as bp
+from .multihead import merge_heads, split_heads
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
 from .tasks import LibraryBatch, SequenceBatch
 
-__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "train"]
+__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
 
@@ -52,18 +58,6 @@ def _linear(x, W):
 def _linear_back(dy, cache):
     dx, dWt, _ = bp.linear_backward(dy, cache)
     return dx, dWt.T
-
-
-def _split(x, h):
-    """(B, n, h·d) -> (B, h, n, d)."""
-    B, n, hd = x.shape
-    return x.reshape(B, n, h, hd // h).transpose(0, 2, 1, 3)
-
-
-def _merge(x):
-    """(B, h, n, d) -> (B, n, h·d)."""
-    B, h, n, d = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, n, h * d)
 
 
 class _Model:
@@ -253,12 +247,16 @@ class AttentionOnlyModel(_Model):
         if positional == "sinusoidal":
             self.pe = (pe_amplitude * sinusoidal_positional_encoding(max_len, d_model)).astype(dtype)
 
-    def forward(self, tokens):
+    def forward(self, tokens, ablate=()):
         """Logits (B, n, n_classes), the attention weights of every layer, and the cache.
 
         Parameters
         ----------
         tokens : ndarray of int, shape (B, n), n <= max_len
+        ablate : iterable of (layer, head), optional
+            Heads whose output is set to zero before W_O, so that they write nothing into the
+            residual stream (counted from 0). For measuring only: :meth:`backward` does not
+            know about it.
 
         Returns
         -------
@@ -271,6 +269,7 @@ class AttentionOnlyModel(_Model):
             raise ValueError(f"tokens must have shape (B, n) with n <= max_len={self.max_len}; "
                              f"got shape {tokens.shape}")
         P, h = self.params, self.n_heads
+        off = self._check_heads(ablate)
         x, c_emb = bp.embedding_forward(tokens, P["embed"])                 # (B, n, d_model)
         c_pos = None
         if self.positional == "learned":
@@ -284,7 +283,11 @@ class AttentionOnlyModel(_Model):
             q, k, v = qkv.reshape(B, n, 3, h, self.d_k).transpose(2, 0, 3, 1, 4)   # each (B, h, n, d_k)
             o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
                                                scale=self._attn_scale(self.d_k))
-            y, c_o = _linear(_merge(o), P[f"{layer}.W_O"])                  # (B, n, d_model)
+            silent = [head for lay, head in off if lay == layer]
+            if silent:
+                o = o.copy()
+                o[:, silent] = 0.0                                           # (B, h, n, d_k)
+            y, c_o = _linear(merge_heads(o), P[f"{layer}.W_O"])                  # (B, n, d_model)
             x, c_res = bp.residual_forward(x, y)
             layers.append((c_qkv, c_att, c_o, c_res))
             weights.append(w)                                                # (B, h, n, n)
@@ -299,7 +302,7 @@ class AttentionOnlyModel(_Model):
             c_qkv, c_att, c_o, c_res = layers[layer]
             dx, dy = bp.residual_backward(dx, c_res)
             do, g[f"{layer}.W_O"] = _linear_back(dy, c_o)
-            dq, dk, dv = bp.attention_backward(_split(do, h), c_att)
+            dq, dk, dv = bp.attention_backward(split_heads(do, h), c_att)
             B, _, n, d = dq.shape
             # (3, B, h, n, d) -> (B, n, 3, h, d) -> (B, n, 3·h·d): the layout of W_QKV's columns
             dqkv = np.stack((dq, dk, dv)).transpose(1, 3, 0, 2, 4).reshape(B, n, 3 * h * d)
@@ -321,9 +324,12 @@ class AttentionOnlyModel(_Model):
         logits, _, _ = self.forward(batch.tokens)
         return float(bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)[0])
 
-    def accuracy(self, batch: SequenceBatch) -> float:
-        """Share of the counted positions (``batch.mask``) where the top logit is the target."""
-        logits, _, _ = self.forward(batch.tokens)
+    def accuracy(self, batch: SequenceBatch, ablate=()) -> float:
+        """Share of the counted positions (``batch.mask``) where the top logit is the target.
+
+        ``ablate``: heads (layer, head) silenced as in :meth:`forward`.
+        """
+        logits, _, _ = self.forward(batch.tokens, ablate=ablate)
         right = (logits.argmax(-1) == batch.targets)[batch.mask]
         return float(right.mean())
 
@@ -343,6 +349,69 @@ class AttentionOnlyModel(_Model):
         """W_Q, W_K, W_V (d_model, h·d_k) and W_O (h·d_k, d_model) of one layer (views)."""
         W_Q, W_K, W_V = np.split(self.params[f"{layer}.W_QKV"], 3, axis=-1)
         return {"W_Q": W_Q, "W_K": W_K, "W_V": W_V, "W_O": self.params[f"{layer}.W_O"]}
+
+    def _check_heads(self, heads) -> list:
+        pairs = []
+        for pair in heads:
+            try:
+                layer, head = (int(i) for i in pair)
+            except (TypeError, ValueError):
+                raise ValueError(f"heads must be (layer, head) pairs; got {pair!r}") from None
+            if not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
+                raise ValueError(f"no head (layer={layer}, head={head}): the model has layers "
+                                 f"0..{self.n_layers - 1} and heads 0..{self.n_heads - 1}")
+            pairs.append((layer, head))
+        return pairs
+
+    def head_weights(self, layer: int, head: int) -> dict:
+        """One head's W_Q, W_K, W_V (d_model, d_k) and its rows of W_O (d_k, d_model).
+
+        A head's output enters the residual stream as ``o_head @ W_O[rows of that head]``: the
+        concatenation followed by W_O is the sum of these per-head products.
+        """
+        (layer, head), = self._check_heads([(layer, head)])
+        cols = slice(head * self.d_k, (head + 1) * self.d_k)
+        W = self.projections(layer)
+        return {"W_Q": W["W_Q"][:, cols], "W_K": W["W_K"][:, cols], "W_V": W["W_V"][:, cols],
+                "W_O": W["W_O"][cols]}
+
+    def query_key_table(self, layer: int = 0, head: int = 0) -> np.ndarray:
+        """(E W_Q)(E W_K)ᵀ of one head, E the token embeddings: notebook 07's table.
+
+        Entry (i, j): the part of the score that a query at a token i gives a key at a token j
+        through the tokens' own embeddings (positions and earlier layers left out).
+
+        Returns
+        -------
+        ndarray, shape (vocab, vocab)
+        """
+        W, E = self.head_weights(layer, head), self.params["embed"]
+        return (E @ W["W_Q"]) @ (E @ W["W_K"]).T
+
+    def k_composition_table(self, query=(1, 0), writer=(0, 0)) -> np.ndarray:
+        """(E W_Q^(1))(E W_V^(0) W_O^(0) W_K^(1))ᵀ: K-composition of two heads (Elhage et al. 2021).
+
+        The writer head (layer 0) copies a token's embedding, through its W_V and W_O, into
+        another position of the residual stream; the query head (a later layer) then reads that
+        copy with its W_K. Entry (i, j): the part of the score that a query at token i gives a
+        position into which the writer copied token j.
+
+        Parameters
+        ----------
+        query, writer : (layer, head)
+            The reading head and the writing head, counted from 0; the writer's layer must come
+            first.
+
+        Returns
+        -------
+        ndarray, shape (vocab, vocab)
+        """
+        (lq, hq), (lw, hw) = self._check_heads([query, writer])
+        if lw >= lq:
+            raise ValueError(f"the writer's layer must come before the query's; got "
+                             f"query={query!r}, writer={writer!r}")
+        Wq, Ww, E = self.head_weights(lq, hq), self.head_weights(lw, hw), self.params["embed"]
+        return (E @ Wq["W_Q"]) @ (E @ Ww["W_V"] @ Ww["W_O"] @ Wq["W_K"]).T
 
     def evaluate(self, batch: SequenceBatch):
         """Accuracy on ``batch`` and every head's weights for its first example, one forward.
@@ -459,3 +528,22 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     return TrainingRun(model=model, loss=losses, checkpoint_steps=checkpoints,
                        accuracy=np.array(accuracy), maps=np.stack(maps), seconds=seconds,
                        eval_batch=eval_batch)
+
+
+def repeat_model(kind: str, seed: int = 0) -> AttentionOnlyModel:
+    """Notebook 08's two models of the repeat task, the same size (9,856 weights).
+
+    ``"2 layers"``: two layers of one head each; ``"1 layer"``: one layer of two heads. Every
+    head is d_k = 32 wide.
+    """
+    if kind not in ("2 layers", "1 layer"):
+        raise ValueError(f"kind must be '2 layers' or '1 layer'; got {kind!r}")
+    layers, heads = (2, 1) if kind == "2 layers" else (1, 2)
+    return AttentionOnlyModel(16, d_model=32, n_layers=layers, n_heads=heads, d_k=32,
+                              positional="learned", max_len=20, seed=seed)
+
+
+def two_token_model(n_heads: int, seed: int = 0) -> AttentionOnlyModel:
+    """The two-token task's model with ``n_heads`` heads sharing 32 dimensions (the same size)."""
+    return AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=n_heads, d_k=32 // n_heads,
+                              positional="learned", max_len=10, seed=seed)

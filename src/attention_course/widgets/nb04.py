@@ -87,7 +87,7 @@ class HeadExplorer(Explorer):
         self.controls["head"].max = change["new"] - 1      # clamps the value if it is too big
 
     def compute(self, num_heads: int, head: int) -> dict:
-        patterns = head_patterns.PATTERNS[:num_heads]
+        patterns = head_patterns.layer_patterns(num_heads)   # one head: both relations, one budget
         head = min(max(int(head), 0), num_heads - 1)
         x, mha = head_patterns.hand_set_heads(self.tokens, self.roles, patterns, d_model=D_MODEL)
         _, weights = mha(x, average_attn_weights=False)     # (H, L, L)

@@ -3,7 +3,8 @@
 A slider runs over the checkpoints a training run recorded (``tiny_model.train``): the left panel
 redraws the chosen head's attention weights on a fixed probe example at that moment, the right
 panel marks the moment on the loss curve. A dropdown picks the task (and with it the trained
-model), another the head, where the model has more than one.
+model), another the head, where the model has more than one. Layers and heads are counted from 0.
+Notebook 08's explorer (:mod:`.nb08`) is the same class with its own tasks.
 """
 
 from __future__ import annotations
@@ -12,21 +13,18 @@ from functools import lru_cache, partial
 
 import ipywidgets as w
 import numpy as np
-from matplotlib import pyplot as plt
 
 from .. import plots
-from ..tasks import library_batch, previous_token_batch, previous_two_batch, repeat_batch
+from ..tasks import library_batch, previous_token_batch
 from ..tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
 from ._base import Explorer, check_lang
 
 #: The tasks the explorer offers, in the notebook's order.
-TASKS = ("library", "previous", "repeat", "two_heads")
+TASKS = ("library", "previous")
 
 TASK_NAMES = {
     "library": {"zh": "图书馆查书（1 层 1 头）", "en": "library lookup (1 layer, 1 head)"},
     "previous": {"zh": "前一个词（学出来的位置编码）", "en": "previous token (learned positions)"},
-    "repeat": {"zh": "接着重复（2 层）", "en": "continue the repeat (2 layers)"},
-    "two_heads": {"zh": "前两个词（2 个头）", "en": "two tokens back (2 heads)"},
 }
 
 TEXT = {
@@ -97,7 +95,7 @@ def checkpoint_view(run: TrainingRun, progress: int, head: int = 0) -> dict:
     -------
     dict
         ``index`` (checkpoint), ``step``, ``steps``, ``map`` (L, S), ``layer``/``head``
-        (1-based), ``n_maps``, ``loss_at`` (the loss at that step), ``accuracy``, ``loss``
+        (counted from 0), ``n_maps``, ``loss_at`` (the loss at that step), ``accuracy``, ``loss``
         (the whole curve).
     """
     n = len(run.checkpoint_steps)
@@ -110,28 +108,20 @@ def checkpoint_view(run: TrainingRun, progress: int, head: int = 0) -> dict:
     step = int(run.checkpoint_steps[index])
     return {"index": index, "step": step, "steps": run.steps,
             "map": np.asarray(run.maps[index, layer_i, head_i], dtype=float),
-            "layer": layer_i + 1, "head": head_i + 1, "n_maps": len(where),
+            "layer": layer_i, "head": head_i, "n_maps": len(where),
             "loss_at": float(run.loss[step]), "accuracy": float(run.accuracy[index]),
             "loss": run.loss}
 
 
 @lru_cache(maxsize=2)
 def default_runs(seed: int = 0) -> dict:
-    """The four training runs of notebook 07 with its settings (a few seconds on 2 cores)."""
+    """The two training runs of notebook 07 with its settings (under a second on 2 cores)."""
     lib = train(LibraryModel(seed=seed), partial(library_batch, batch_size=64), 60, lr=1e-2,
                 seed=seed, eval_batch=library_batch(seed + 1, 512))
     prev = train(AttentionOnlyModel(16, d_model=32, positional="learned", max_len=10, seed=seed),
                  partial(previous_token_batch, batch_size=32, length=10), 100, lr=1e-2,
                  seed=seed, eval_batch=previous_token_batch(seed + 1, 512, length=10))
-    rep = train(AttentionOnlyModel(16, d_model=32, n_layers=2, positional="learned", max_len=20,
-                                   seed=seed),
-                partial(repeat_batch, batch_size=32, length=20), 300, lr=1e-2, seed=seed,
-                eval_batch=repeat_batch(seed + 1, 512, length=20))
-    two = train(AttentionOnlyModel(8, n_classes=64, d_model=32, n_heads=2, positional="learned",
-                                   max_len=10, seed=seed),
-                partial(previous_two_batch, batch_size=32, length=10), 150, lr=1e-2, seed=seed,
-                eval_batch=previous_two_batch(seed + 1, 512, length=10))
-    return {"library": lib, "previous": prev, "repeat": rep, "two_heads": two}
+    return {"library": lib, "previous": prev}
 
 
 class TrainingExplorer(Explorer):
@@ -141,8 +131,8 @@ class TrainingExplorer(Explorer):
     ----------
     lang : {"zh", "en"}
     runs : dict of str to TrainingRun, optional
-        One run per task name of :data:`TASKS` (any subset, in any order); default
-        :func:`default_runs`, the notebook's settings.
+        One run per task name of ``TASKS`` (any subset, in any order); default
+        ``default_runs()``, the notebook's settings.
     task : str
         Starting task.
     head : int
@@ -166,36 +156,63 @@ class TrainingExplorer(Explorer):
     0
     """
 
-    def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "repeat",
-                 head: int = 1, progress: int = 100):
+    TASKS, TASK_NAMES = TASKS, TASK_NAMES
+    #: Percent of training per slider notch.
+    SLIDER_STEP = 5
+
+    @staticmethod
+    def default_runs() -> dict:
+        return default_runs()
+
+    def __init__(self, lang: str = "en", runs: dict | None = None, task: str = "previous",
+                 head: int = 0, progress: int = 100):
         check_lang(lang)
-        runs = dict(default_runs() if runs is None else runs)
-        unknown = set(runs) - set(TASKS)
+        tasks = self.TASKS
+        runs = dict(self.default_runs() if runs is None else runs)
+        unknown = set(runs) - set(tasks)
         if not runs or unknown:
-            raise ValueError(f"runs must map task names {TASKS} to TrainingRun; "
+            raise ValueError(f"runs must map task names {tasks} to TrainingRun; "
                              f"got keys {sorted(runs)!r}")
         if task not in runs:
-            task = next(t for t in TASKS if t in runs)
+            task = next(t for t in tasks if t in runs)
         self.lang, self.runs = lang, runs
         text = TEXT[lang]
-        options = [(TASK_NAMES[t][lang], t) for t in TASKS if t in runs]
+        options = [(self.TASK_NAMES[t][lang], t) for t in tasks if t in runs]
         controls = {
-            "progress": w.IntSlider(value=int(progress), min=0, max=100, step=5,
+            "progress": w.IntSlider(value=int(progress), min=0, max=100, step=self.SLIDER_STEP,
                                     description=text["progress"], continuous_update=False,
                                     style={"description_width": "initial"}),
             "task": w.Dropdown(options=options, value=task, description=text["task"],
                                layout=w.Layout(width="330px")),
-            "head": w.Dropdown(options=[("1", 0), ("2", 1)], value=1 if head else 0,
-                               description=text["head"], layout=w.Layout(width="140px")),
+            "head": w.Dropdown(options=self._head_options(runs[task]),
+                               value=min(max(int(head), 0), len(heads_of(runs[task])) - 1),
+                               description=text["head"], layout=w.Layout(width="230px")),
         }
         super().__init__(controls)
         self._sync_head_control()
 
+    def _head_options(self, run) -> list:
+        text = TEXT[self.lang]
+        return [(text["layer_head"].format(layer=layer, head=head), i)
+                for i, (layer, head) in enumerate(heads_of(run))]
+
     def _sync_head_control(self) -> None:
-        # A model with one attention map has no second head to pick.
-        self.controls["head"].disabled = len(heads_of(self.runs[self.controls["task"].value])) < 2
+        # Each model names its own heads; a model with one attention map has none to pick.
+        run, control = self.runs[self.controls["task"].value], self.controls["head"]
+        options = self._head_options(run)
+        if list(control.options) != options:
+            value = min(control.value, len(options) - 1)
+            self._syncing = True          # new options reset the value: one refresh, at the end
+            try:
+                control.options = options
+                control.value = value
+            finally:
+                self._syncing = False
+        control.disabled = len(options) < 2
 
     def _on_change(self, change) -> None:
+        if getattr(self, "_syncing", False):
+            return
         self._sync_head_control()
         super()._on_change(change)
 
@@ -206,25 +223,39 @@ class TrainingExplorer(Explorer):
         data.update(task=task, rows=rows, cols=cols)
         return data
 
-    def draw(self, data: dict):
+    figsize = (11.0, 4.2)
+
+    def layout_key(self, data: dict):
+        # Another task (or another head's map of another shape) has other labels and limits.
+        return data["task"], data["map"].shape
+
+    def build(self, fig, data: dict) -> dict:
         text = TEXT[self.lang]
         L, S = data["map"].shape
-        fig, (ax_map, ax_loss) = plt.subplots(
-            1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.15, 1]})
-        where = text["layer_head"].format(layer=data["layer"], head=data["head"])
+        ax_map, ax_loss = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
         plots.heatmap(data["map"], data["rows"], data["cols"], ax=ax_map, vmin=0, vmax=1,
-                      annotate=L * S <= 64, xlabel=text["key"], ylabel=text["query"],
-                      title=text["map_title"].format(where=where, step=data["step"]))
+                      annotate=False, xlabel=text["key"], ylabel=text["query"], title=" ")
         loss = data["loss"]
         ax_loss.plot(np.arange(len(loss)), loss, color="tab:blue", lw=1)
-        ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none", mec="black",
-                     mew=1.8)
-        ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
+        (marker,) = ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none",
+                                 mec="black", mew=1.8)
+        line = ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
         ax_loss.set_xlabel(text["step"])
         ax_loss.set_ylabel(text["loss"])
         ax_loss.set_ylim(0, max(float(np.max(loss)) * 1.05, 0.1))
-        ax_loss.set_title(text["curve_title"].format(step=data["step"], steps=data["steps"],
-                                                     loss=data["loss_at"], acc=data["accuracy"]))
-        fig.suptitle(TASK_NAMES[data["task"]][self.lang], fontsize=11)
+        ax_loss.set_title(" ")
+        fig.suptitle(self.TASK_NAMES[data["task"]][self.lang], fontsize=11)
         fig.tight_layout()
-        return fig
+        return {"image": ax_map.images[0], "map_title": ax_map.title, "marker": marker,
+                "line": line, "curve_title": ax_loss.title}
+
+    def update(self, art: dict, data: dict) -> list:
+        text = TEXT[self.lang]
+        art["image"].set_data(data["map"])
+        where = text["layer_head"].format(layer=data["layer"], head=data["head"])
+        art["map_title"].set_text(text["map_title"].format(where=where, step=data["step"]))
+        art["marker"].set_data([data["step"]], [data["loss_at"]])
+        art["line"].set_xdata([data["step"], data["step"]])
+        art["curve_title"].set_text(text["curve_title"].format(
+            step=data["step"], steps=data["steps"], loss=data["loss_at"], acc=data["accuracy"]))
+        return [art["image"], art["map_title"], art["marker"], art["line"], art["curve_title"]]
