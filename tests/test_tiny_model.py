@@ -216,3 +216,36 @@ def test_query_key_and_k_composition_tables_follow_their_formulas():
 def test_bad_heads_are_named(call, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         call(small())
+
+
+def test_assume_finite_skips_only_the_nan_scan_and_only_inside_the_block():
+    import threading
+
+    from attention_course._validate import as_float_array, assume_finite
+
+    def scans():
+        try:
+            as_float_array(bad, "x")
+        except ValueError:
+            return True
+        return False
+
+    bad = np.array([1.0, np.nan])
+    with assume_finite():
+        assert as_float_array(bad, "x") is bad
+        with pytest.raises(TypeError, match="floating dtype"):
+            as_float_array(np.array([1, 2]), "x")          # types are still checked
+        other = []
+        worker = threading.Thread(target=lambda: other.append(scans()))
+        worker.start()
+        worker.join()
+        assert other == [True]                              # another thread still scans
+    assert scans()
+
+
+def test_training_that_diverges_stops_with_the_step_and_lr_named():
+    model = LibraryModel(seed=0)
+    real = model.loss_and_grads
+    model.loss_and_grads = lambda batch: (float("nan"), real(batch)[1])    # as a diverged run would
+    with pytest.raises(FloatingPointError, match=r"step 0.*lr=0\.01"):
+        train(model, partial(tasks.library_batch, batch_size=8), 3, lr=0.01)

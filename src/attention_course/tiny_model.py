@@ -39,6 +39,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import backprop as bp
+from ._validate import assume_finite
 from .multihead import merge_heads, split_heads
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
@@ -512,7 +513,9 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     label = progress if isinstance(progress, str) else ""
     start = time.perf_counter()
     limit = (threadpool_limits(threads, user_api="blas") if threads else contextlib.nullcontext())
-    with limit, ProgressLine(steps, label, enabled=bool(progress)) as bar:
+    # The model's arrays are its own and were checked when it was made: no NaN scan per call
+    # (assume_finite), one finiteness test of the loss per step instead.
+    with limit, assume_finite(), ProgressLine(steps, label, enabled=bool(progress)) as bar:
         for step in range(steps + 1):
             if step in checkpoints:
                 record()
@@ -521,6 +524,9 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
                 losses[step] = model.loss(batch)
                 break
             loss, grads = model.loss_and_grads(batch)
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"the loss became {loss} at step {step}; try a smaller lr "
+                                         f"(got lr={lr})")
             losses[step] = loss
             optimizer.step(grads)
             bar.update(step + 1, loss)
