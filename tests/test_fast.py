@@ -464,10 +464,10 @@ def test_a_helper_that_never_gets_a_core_is_not_waited_for(monkeypatch):
     # cancels its part instead of waiting. Here the helper never starts at all.
     import queue
 
-    import attention_course.fast as fast
+    import attention_course.thread_pool as pool
 
     stuck = queue.SimpleQueue()                  # an inbox nobody reads
-    monkeypatch.setattr(fast._helpers, "inboxes", lambda n: [stuck] * n)
+    monkeypatch.setattr(pool._helpers, "inboxes", lambda n: [stuck] * n)
     rng = np.random.default_rng(13)
     q, k, v = (rng.normal(size=(3, 40, 8)).astype(np.float32) for _ in range(3))
     assert_matches_direct(q, k, v, num_threads=2, block_q=8)
