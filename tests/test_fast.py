@@ -251,30 +251,66 @@ def fake_times(bench, sizes, per_variant):
             for name, t in per_variant.items() for mask in bench.MASKS}
 
 
-def test_bench_table_ratios_targets_and_both_languages():
+def test_bench_table_ratios_floor_and_both_languages():
     bench = load_bench()
     sizes = (1024, 4096)
     times = fake_times(bench, sizes, {"direct": 4.0, "fast": 0.9, "online": 3.0, "torch": 1.0})
-    times[4096, "fast", "causal"] = 0.9 / 1.7          # a causal speed-up short of 1.8
-    gemm_rate = bench.flops(4096) / 0.8                # fast at 4096 reaches 0.8 / 0.9 of it
+    times[4096, "fast", "causal"] = 0.9 / 1.7          # causal 1.7 times faster than no mask
+    # At n = 4096 the two products take 0.4 s at the GEMM rate, the exps 0.35 s: a floor of
+    # 0.75 s without a mask, 0.75 · 4097 / 8192 s causal, 0.75 · 3/4 s with padding.
+    gemm_rate = bench.flops(4096) / 0.4
+    exp_rate = bench.BATCH * bench.HEADS * 4096**2 / 0.35
     mib = {(n, name): 10.0 for n in sizes for name in bench.VARIANTS}
-    rows = bench.build_rows(sizes, list(bench.VARIANTS), bench.MASKS, times, gemm_rate, mib)
+    rows = bench.build_rows(sizes, list(bench.VARIANTS), bench.MASKS, times, gemm_rate, mib,
+                            exp_rate)
     table = bench.markdown_table(rows, bench.MASKS, with_torch=True)
-    # no mask: 900 ms, 0.90 × torch; causal 529.4 ms; padding 675 ms; no mask / causal 1.70
-    assert "| 4096 | fast_attention | 900.0 | 0.90 | 529.4 | 1.06 | 675.0 | 0.90 | 1.70 |" in table
-    assert "| 89 % | 10.0 |" in table
-    targets = "\n".join(bench.target_lines(rows, bench.MASKS, True))
-    assert "no mask: n = 1024: 0.90 (≤ 1.0); n = 4096: 0.90 (≤ 0.8) — NOT met" in targets
-    assert "time without mask / time causal: 1.70 (target ≥ 1.8) — NOT met" in targets
-    assert "n = 4096: 89 % (≥ 70 %) — met" in targets
+    # no mask: 900 ms, 0.90 × torch, 1.20 × floor; causal: 529.4 ms, 1.41 × its floor;
+    # padding: 675 ms, 1.20 × its floor; no mask / causal 1.70
+    assert ("| 4096 | fast_attention | 900.0 | 0.90 | 1.20 | 529.4 | 1.06 | 1.41 | 675.0 | 0.90 "
+            "| 1.20 | 1.70 |") in table
+    assert "| 4096 | floor | 750.0 | 0.75 | 1.00 | 375.1 | 0.75 | 1.00 | 562.5 | 0.75 | 1.00 |" in table
+    assert "| 44 % | 10.0 |" in table                   # 0.4 s at the GEMM rate, 0.9 s taken
+    assert bench.floor_seconds(4096, "causal", gemm_rate, exp_rate) == pytest.approx(
+        0.75 * 4097 / 8192)
+    targets = "\n".join(bench.target_lines(rows, bench.MASKS, "NumPy SIMD X, BLAS Y"))
+    assert "fast_attention ÷ floor, no mask, on NumPy SIMD X, BLAS Y: n = 1024: " in targets
+    assert "n = 4096: 1.20 (target ≤ 1.1) — NOT met" in targets
     zh = bench.markdown_table(rows, bench.MASKS, with_torch=True, lang="zh")
-    assert "因果掩码（毫秒）" in zh and "直接公式（NumPy）" in zh and "no mask" not in zh
-    assert "未达标" in "\n".join(bench.target_lines(rows, bench.MASKS, True, lang="zh"))
+    assert "因果掩码（毫秒）" in zh and "直接公式（NumPy）" in zh and "× 下限" in zh
+    assert "no mask" not in zh and "floor" not in zh
+    compact = bench.compact_table(rows, bench.MASKS, True, lang="zh")
+    assert "| 4096 | 900.0 | 0.90 | 1.20 |" in compact and "实现" not in compact
     no_torch = [v for v in bench.VARIANTS if v != "torch"]
-    rows = bench.build_rows(sizes, no_torch, bench.MASKS, times, gemm_rate, mib)
+    rows = bench.build_rows(sizes, no_torch, bench.MASKS, times, gemm_rate, mib, exp_rate)
     table = bench.markdown_table(rows, bench.MASKS, with_torch=False)
-    assert "torch" not in table and "PyTorch" not in table
-    assert "not measured" in bench.target_lines(rows, bench.MASKS, False)[0]
+    assert "torch" not in table and "PyTorch" not in table and "× floor" in table
+
+
+def test_bench_stored_files_hold_measurements_and_no_goals(tmp_path):
+    # Goals belong to the console: the stored tables and figures show measurements only.
+    bench = load_bench()
+    sizes = (256, 1024)
+    times = fake_times(bench, sizes, {"fast": 0.9, "torch": 1.0})
+    rows = bench.build_rows(sizes, ["fast", "torch"], bench.MASKS, times, 1e11, {}, 1e9)
+    header = [{"en": "CPU: test", "zh": "CPU：测试"}]
+    for lang in ("en", "zh"):
+        path = tmp_path / f"{lang}.md"
+        bench.write_markdown(path, rows, bench.MASKS, header, True, 2048, lang)
+        text = path.read_text(encoding="utf-8")
+        for word in ("target", "met", "≤", "目标", "达标", "goal"):
+            assert word not in text, (lang, word)
+    source = "\n".join(str(v) for v in bench.PLOT_TEXT["en"].values())
+    assert "target" not in source and "目标" not in "".join(bench.PLOT_TEXT["zh"].values())
+
+
+def test_bench_names_the_cpu_kind():
+    bench = load_bench()
+    simd = bench.numpy_simd()
+    assert simd["level"] and simd["level"] != "unknown"
+    assert set(simd["found"]).isdisjoint(simd["not_found"])
+    kind = bench.cpu_kind()
+    assert kind.startswith(f"NumPy SIMD {simd['level']}, BLAS ")
+    assert bench.simd_line()["en"].startswith(f"NumPy SIMD level: {simd['level']} (baseline ")
 
 
 def test_bench_leaves_slow_variants_out_of_long_sequences():
@@ -297,8 +333,9 @@ def test_bench_runs_end_to_end_without_torch(tmp_path, monkeypatch, capsys):
     assert "| 64 | fast_attention |" in zh and "没有 PyTorch" in zh and "Without" not in zh
     for lang in ("en", "zh"):
         assert (tmp_path / f"bench_attention_{lang}.png").stat().st_size > 10_000
+    assert "× floor" in text and "exp rate" in text and "NumPy SIMD level" in text
     out = capsys.readouterr().out
-    assert "BLAS:" in out and "not measured (no PyTorch)" in out
+    assert "BLAS:" in out and "not measured (no n of 256 or more)" in out
 
 
 def test_calls_from_other_threads_agree_and_leave_blas_alone():
