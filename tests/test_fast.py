@@ -562,3 +562,47 @@ def test_buffers_kept_between_calls_do_not_leak_numbers():
         assert_matches_direct(*big, num_threads=2, block_q=32)
         assert_matches_direct(*small, num_threads=2, block_q=3, is_causal=True)
         assert_matches_direct(*small, num_threads=1)
+
+
+@pytest.mark.parametrize("layout", ["suffix", "scattered"])
+@pytest.mark.parametrize("kind", ["bool", "-inf", "finfo.min", "bias"])
+def test_a_padding_row_shared_by_every_head_drops_keys_once_and_groups_heads(layout, kind):
+    # A mask of shape (1, 1, 1, S) blocks the same keys in every head: they leave k and v
+    # before the blocks are made, so short sequences can still take several heads per block.
+    import attention_course.fast as fast
+
+    rng = np.random.default_rng(17)
+    q, k, v = (rng.normal(size=(2, 4, 48, 16)).astype(np.float32) for _ in range(3))
+    real = np.ones((1, 1, 1, 48), bool)
+    if layout == "suffix":
+        real[..., 36:] = False
+    else:
+        real[..., ::4] = False
+    if kind == "bool":
+        mask = real
+    elif kind == "bias":
+        mask = np.where(real, rng.normal(size=real.shape), -np.inf).astype(np.float32)
+    else:
+        blocked = -np.inf if kind == "-inf" else np.finfo(np.float32).min
+        mask = np.where(real, 0.0, blocked).astype(np.float32)
+    job = fast._Job(q, k, v, mask, False, 0.25, (2, 4), 16, 2)
+    kept = 48 if kind == "finfo.min" else 36          # finfo.min is a weight, not a block
+    assert job.k.shape[-2] == job.v.shape[-2] == kept
+    assert job.group > 1 and isinstance(job.blocks[0][0], slice)
+    assert (job.bias is not None) == (kind in ("bias", "finfo.min"))
+    for kw in ({}, {"num_threads": 2, "block_q": 16}, {"num_threads": 1, "block_q": 7}):
+        assert_matches_direct(q, k, v, attn_mask=mask, **kw)
+    none_real = np.zeros((1, 48), bool)                # no key at all: every row is zero
+    assert np.all(fast_attention(q, k, v, attn_mask=none_real) == 0)
+
+
+@pytest.mark.parametrize("where", ["k", "v"])
+def test_nan_in_a_key_that_a_shared_padding_row_drops_is_refused(where):
+    rng = np.random.default_rng(18)
+    q = rng.normal(size=(2, 3, 8)).astype(np.float32)
+    k, v = (rng.normal(size=(2, 9, 8)).astype(np.float32) for _ in range(2))
+    {"k": k, "v": v}[where][1, -1, 0] = np.nan
+    keep = np.ones(9, bool)
+    keep[-1] = False                                   # the same for both heads: dropped once
+    with pytest.raises(ValueError, match=f"{where} contains NaN"):
+        fast_attention(q, k, v, attn_mask=keep)
