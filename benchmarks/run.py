@@ -5,6 +5,7 @@ notebook (both languages), the way a learner runs them.
 
     python benchmarks/run.py                 # the full run (what `make bench` calls)
     python benchmarks/run.py --quick         # n = 256, 512 and few repeats (or BENCH_QUICK=1)
+    python benchmarks/run.py --variants fast torch   # only these two next to the floor
     python benchmarks/run.py --help          # sizes, repeats, output folder, skipping parts
 
 `make bench` first installs what this compares against (benchmarks/requirements.txt) and runs
@@ -741,6 +742,8 @@ def parse_args(argv):
     p.add_argument("--sizes", type=int, nargs="+", help="sequence lengths n")
     p.add_argument("--masks", nargs="+", choices=MASKS, default=list(MASKS),
                    help="mask kinds (default: all three)")
+    p.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+                   help="what to time (default: all four; the floor is always measured)")
     p.add_argument("--repeats", type=int, help="rounds per n (default: more for small n)")
     p.add_argument("--out", type=Path, help="folder for bench_attention_{en,zh}.{md,png} "
                    "(default figures/ in a full run)")
@@ -768,8 +771,8 @@ def main(argv=None) -> int:
         repeats_for = (lambda n: args.repeats) if args.repeats else (
             (lambda n: 3) if args.quick else default_repeats)
         out_dir = args.out if args.out else (None if args.quick else ROOT / "figures")
-        with_torch = not args.no_torch and torch_available()
-        variants = [v for v in VARIANTS if v != "torch" or with_torch]
+        with_torch = "torch" in args.variants and not args.no_torch and torch_available()
+        variants = [v for v in VARIANTS if v in args.variants and (v != "torch" or with_torch)]
         import attention_course
 
         header = [

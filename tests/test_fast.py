@@ -303,6 +303,17 @@ def test_bench_stored_files_hold_measurements_and_no_goals(tmp_path):
     assert "target" not in source and "目标" not in "".join(bench.PLOT_TEXT["zh"].values())
 
 
+def test_bench_times_only_the_variants_asked_for(tmp_path, monkeypatch):
+    bench = load_bench()
+    monkeypatch.setenv("BENCH_NO_TORCH", "1")
+    code = bench.main(["--sizes", "64", "--repeats", "1", "--no-memory", "--no-notebooks",
+                       "--variants", "fast", "--out", str(tmp_path)])
+    assert code == 0
+    text = (tmp_path / "bench_attention_en.md").read_text(encoding="utf-8")
+    assert "| 64 | fast_attention |" in text and "| 64 | floor |" in text
+    assert "direct NumPy" not in text and "online softmax" not in text
+
+
 def test_bench_names_the_cpu_kind():
     bench = load_bench()
     simd = bench.numpy_simd()
