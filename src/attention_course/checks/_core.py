@@ -15,6 +15,7 @@ import copy
 import dis
 import functools
 import inspect
+import itertools
 import os
 import sys
 import sysconfig
@@ -514,19 +515,41 @@ def _is_learner_code(filename: str) -> bool:
     return not os.path.abspath(filename).startswith(_LIBRARY_DIRS) if filename[:1] != "<" else True
 
 
-_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"}
+# Opcodes that push a name's value, by where the name is looked up, on Python 3.10 to 3.13:
+# 3.12 adds LOAD_FAST_CHECK (a local that may be unbound, e.g. bound in a loop or a branch),
+# LOAD_FAST_AND_CLEAR (inlined comprehensions) and LOAD_FROM_DICT_OR_* (class bodies) and drops
+# LOAD_METHOD and LOAD_CLASSDEREF; 3.13 fuses two loads into LOAD_FAST_LOAD_FAST and a store and a
+# load into STORE_FAST_LOAD_FAST, whose argval is a pair of names.
+_LOCAL_LOADS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_DEREF", "LOAD_CLASSDEREF",
+                "LOAD_CLOSURE", "LOAD_FROM_DICT_OR_DEREF"}
+_GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"}
+_LOADS = _LOCAL_LOADS | _GLOBAL_LOADS
 _ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
+
+
+def _loaded_names(ins) -> list[tuple[str, str]]:
+    """``(kind, name)`` for each name the instruction pushes, kind ``"local"`` or ``"global"``."""
+    if ins.opname in _LOADS and isinstance(ins.argval, str):
+        return [("local" if ins.opname in _LOCAL_LOADS else "global", ins.argval)]
+    if ins.opname == "LOAD_FAST_LOAD_FAST" and isinstance(ins.argval, tuple):
+        return [("local", n) for n in ins.argval if isinstance(n, str)]
+    if ins.opname == "STORE_FAST_LOAD_FAST" and isinstance(ins.argval, tuple) and len(ins.argval) == 2:
+        return [("local", ins.argval[1])] if isinstance(ins.argval[1], str) else []
+    return []
 
 
 @functools.lru_cache(maxsize=4096)
 def _name_chains(code: types.CodeType) -> tuple:
-    """Dotted names the code loads, e.g. ``("np", "exp")``, from its bytecode."""
+    """Dotted names the code loads, e.g. ``("global", ("np", "exp"))``, from its bytecode."""
     chains, current = [], None
     for ins in dis.get_instructions(code):
-        if ins.opname in _LOADS and isinstance(ins.argval, str):
+        loaded = _loaded_names(ins)
+        if loaded:
             if current:
                 chains.append((current[0], tuple(current[1])))
-            current = (ins.opname, [ins.argval])
+            # of two fused loads only the last can be followed by an attribute
+            chains.extend((kind, (name,)) for kind, name in loaded[:-1])
+            current = (loaded[-1][0], [loaded[-1][1]])
         elif ins.opname in _ATTRS and current is not None and isinstance(ins.argval, str):
             current[1].append(ins.argval)
         else:
@@ -544,7 +567,7 @@ _MISSING = object()
 def _resolve(frame, op: str, names: tuple):
     """The objects a chain of names reaches, following attributes of modules and classes only."""
     first = names[0]
-    if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"):
+    if op == "local":
         obj = frame.f_locals.get(first, _MISSING)
     else:
         obj = frame.f_globals.get(first, _MISSING)
@@ -588,12 +611,10 @@ class _Watcher:
                 # NumPy's ufuncs (np.exp, np.matmul ...) and C functions behind NumPy's dispatch
                 # (np.dot ...) are called without a profile event, so the learner's own code is
                 # searched for a reference to them, resolved to objects, whatever the name.
-                for op, names in _name_chains(code):
-                    for obj in _resolve(frame, op, names):
-                        shown = self.forbidden.which(obj, silent_only=True)
-                        if shown is not None:
-                            self.hit = shown
-                            return
+                self._scan(frame, code, ("local", "global"))
+        elif event == "return" and self.forbidden.silent and _is_learner_code(frame.f_code.co_filename):
+            # the locals bound while the function ran (at its call only the arguments were)
+            self._scan(frame, frame.f_code, ("local",))
         elif event == "c_call":
             hit = self.forbidden.objects.get(id(arg))
             shown = hit[1] if hit is not None and hit[0] is arg else None
@@ -608,6 +629,21 @@ class _Watcher:
                     shown = self.forbidden.which(method) if method is not None else None
             if shown is not None:
                 self.hit = shown
+
+
+    def _scan(self, frame, code, kinds) -> None:
+        for op, names in _name_chains(code):
+            if op not in kinds:
+                continue
+            for obj in _resolve(frame, op, names):
+                # a tuple, list or dict of functions counts with its items (for f in (np.exp,) ...)
+                items = (obj.values() if isinstance(obj, dict) else obj
+                         if isinstance(obj, (tuple, list, set, frozenset)) else ())
+                for candidate in (obj, *itertools.islice(items, 64)):
+                    shown = self.forbidden.which(candidate, silent_only=True)
+                    if shown is not None:
+                        self.hit = shown
+                        return
 
 
 @contextlib.contextmanager
