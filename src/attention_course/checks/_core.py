@@ -29,7 +29,8 @@ import numpy as np
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "get_language", "label", "run_learner", "set_language", "tolerance_for", "watch_calls",
+    "fail", "fresh_copy", "fresh_on_call", "get_language", "label", "run_learner", "set_language",
+    "tolerance_for", "watch_calls",
 ]
 
 _LANGUAGES = ("zh", "en")
@@ -37,7 +38,15 @@ _language = "en"
 
 
 class CheckFailed(AssertionError):
-    """The learner's answer is wrong; the message says on which input and why."""
+    """The learner's answer is wrong; the message says on which input and why.
+
+    In a notebook, IPython shows only this message (``_render_traceback_``): the frames of the
+    check machinery, with the paths of the machine that ran it, tell the learner nothing and would
+    end up in nbgrader's feedback pages.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 def set_language(lang: str) -> None:
@@ -504,7 +513,8 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(d + os.sep for d in dirs)
 
 
-_LIBRARY_DIRS = _library_dirs()
+# a fresh copy (fresh_copy) takes the directories from the module already loaded
+_LIBRARY_DIRS = getattr(sys.modules.get(__name__), "_LIBRARY_DIRS", None) or _library_dirs()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -990,3 +1000,91 @@ def check_value(got, expected, *, name, hint=None, lang: str | None = None,
     if reason:
         fail(name, _TEXT["your_answer"], reason, hint=hint, lang=lang)
     print(_say("correct", lang, name=_pick(name, lang)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks that the cells above them have not altered (best effort)
+# ---------------------------------------------------------------------------------------------
+
+_CHECKS_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = __name__.rpartition(".")[0]                      # attention_course.checks
+#: The modules a check needs, loaded afresh with it: the machinery and the registry.
+_SHARED = ("_core", "forbidden")
+
+
+_CODE: dict = {}          # path -> (mtime_ns, size, code object compiled from that file)
+
+
+def _load_file(name: str):
+    """A new module object for ``attention_course.checks.<name>``, executed from its file.
+
+    The file is compiled again whenever it changed on disk; its code object is kept otherwise
+    (compiling ``_core`` takes longer than running a check).
+    """
+    import importlib.util
+
+    path = os.path.join(_CHECKS_DIR, name.rpartition(".")[2] + ".py")
+    stat = os.stat(path)
+    cached = _CODE.get(path)
+    if cached is None or cached[:2] != (stat.st_mtime_ns, stat.st_size):
+        with open(path, "rb") as f:
+            cached = (stat.st_mtime_ns, stat.st_size, compile(f.read(), path, "exec", dont_inherit=True))
+        _CODE[path] = cached
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    exec(cached[2], module.__dict__)
+    return module
+
+
+def fresh_copy(module_name: str) -> types.ModuleType:
+    """A fresh copy of a check module, loaded from the installed file with fresh copies of the
+    check machinery (``_core``) and of the registry (``forbidden``).
+
+    Nothing an earlier cell did to the imported modules' attributes reaches it: a ``check_*``
+    replaced with ``setattr``, a patched ``check_function`` or a shortened list of forbidden
+    functions. The copy keeps the session's language and raises the one :class:`CheckFailed`.
+    This is best effort: code running in the same process can always reach further (the library
+    functions a check compares with, NumPy, the interpreter itself). The guarantee is the
+    instructor's re-check in a fresh interpreter (``instructor/recheck.py``).
+    """
+    package = sys.modules[_PACKAGE]
+    saved_modules = {leaf: sys.modules.get(f"{_PACKAGE}.{leaf}") for leaf in _SHARED}
+    saved_attrs = {leaf: package.__dict__.get(leaf, _MISSING) for leaf in _SHARED}
+    try:
+        for leaf in _SHARED:
+            fresh = _load_file(f"{_PACKAGE}.{leaf}")
+            if leaf == "_core":
+                fresh.CheckFailed = CheckFailed              # one exception class for everyone
+                fresh._language = _language
+            sys.modules[f"{_PACKAGE}.{leaf}"] = fresh        # what `from ._core import` finds
+            package.__dict__[leaf] = fresh                   # what `from . import forbidden` finds
+        return _load_file(module_name)
+    finally:
+        for leaf in _SHARED:
+            if saved_modules[leaf] is None:
+                sys.modules.pop(f"{_PACKAGE}.{leaf}", None)
+            else:
+                sys.modules[f"{_PACKAGE}.{leaf}"] = saved_modules[leaf]
+            if saved_attrs[leaf] is _MISSING:
+                package.__dict__.pop(leaf, None)
+            else:
+                package.__dict__[leaf] = saved_attrs[leaf]
+
+
+class _FreshChecks(types.ModuleType):
+    """A check module whose ``check_*`` functions come from :func:`fresh_copy` at each access."""
+
+    def __getattribute__(self, name):
+        if name.startswith("check_") and not name.startswith("check__"):
+            own = types.ModuleType.__getattribute__(self, "__name__")
+            return getattr(fresh_copy(own), name)
+        return types.ModuleType.__getattribute__(self, name)
+
+
+def fresh_on_call(module_name: str) -> None:
+    """Make ``nbNN_checks.check_x`` (the name a notebook's import cell binds) resolve to a fresh
+    copy of the check at every call (:func:`fresh_copy`). Every check module ends with
+    ``fresh_on_call(__name__)``; a fresh copy itself (not in ``sys.modules``) is left alone."""
+    module = sys.modules.get(module_name)
+    if module is not None and sys._getframe(1).f_globals is module.__dict__:
+        module.__class__ = _FreshChecks

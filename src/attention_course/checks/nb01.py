@@ -294,3 +294,8 @@ def check_zero_temperature_lookup(fn, *, lang: str | None = None) -> None:
                                "and the weights always sum to 1. Each question has its own best score; "
                                "mix the values, not the keys."},
                    forbidden=forbidden.of("softmax", "attention"), no_loops=True, lang=lang)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -310,3 +310,8 @@ def check_cosine(learner, *, lang: str | None = None) -> None:
                     "give 0."},
         forbidden=forbidden.of("cosine"), no_loops=True,
     )
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

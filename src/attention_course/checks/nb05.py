@@ -409,3 +409,8 @@ def check_rope(fn, lang=None) -> None:
         lambda: check_function(fn, apply_rotary, cases, name=name, hint=hint, lang=lang,
                                forbidden=forbidden.of("rotary"), tolerance=_angle_tolerance(angles)),
         fn, (probe_x, np.array([2, 5, 9])), slips, lang)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

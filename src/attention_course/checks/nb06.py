@@ -186,3 +186,8 @@ def check_window_mask(fn, lang: str | None = None) -> None:
                 "as a boolean array."),
         lang=lang, forbidden=forbidden.of("masks"), no_loops=True,
     )
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

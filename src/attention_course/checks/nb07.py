@@ -400,3 +400,8 @@ def check_find_bugs(learner, lang: str | None = None) -> None:
             fail(BUGS_NAME, label, reason, hint=BUGS_HINT, lang=lang)
     print({"zh": f"✓ {BUGS_NAME['zh']}：{len(SUSPECTS)} 个测试用例全部通过",
            "en": f"✓ {BUGS_NAME['en']}: all {len(SUSPECTS)} cases pass"}[lang])
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)
