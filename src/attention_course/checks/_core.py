@@ -20,6 +20,7 @@ import os
 import sys
 import sysconfig
 import textwrap
+import threading
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ import numpy as np
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "fresh_copy", "fresh_on_call", "get_language", "label", "run_learner", "set_language",
-    "tolerance_for", "watch_calls",
+    "fail", "fresh_copy", "fresh_on_call", "get_language", "input_precision", "label", "peak_memory",
+    "precision_reason", "run_learner", "set_language", "tolerance_for", "watch_calls",
 ]
 
 _LANGUAGES = ("zh", "en")
@@ -104,6 +105,14 @@ _TEXT = {
                      "got {got}, expected {expected} (your array: shape {shape}, dtype {dtype})",
                "zh": "{size} 个值中有 {n} 个不对；差得最多的位置是 {index}：得到 {got}，应为 {expected}"
                      "（你的数组：形状 {shape}，dtype {dtype}）"},
+    "tolerance": {"en": " (tolerance: |got - expected| ≤ {atol:.1e} + {rtol:.1e}·|expected|)",
+                  "zh": "（容差：|得到 - 应为| ≤ {atol:.1e} + {rtol:.1e}·|应为|）"},
+    "precision": {"en": "dtype {got}, less precise than the inputs ({expected}): the result must be at "
+                        "least as precise as the inputs",
+                  "zh": "dtype 是 {got}，比输入（{expected}）的精度低：结果至少要和输入一样精确"},
+    "changed": {"en": "your function changed its input {which}; this exercise asks you to leave the "
+                      "inputs as they were (work on new arrays)",
+                "zh": "你的函数改动了输入 {which}；这个练习要求输入保持原样（请在新数组上计算）"},
     "nan": {"en": "the result contains NaN ({n} of {size} values), first at index {index} where "
                   "{expected} was expected (your array: shape {shape}, dtype {dtype})",
             "zh": "结果里有 NaN（{size} 个值中有 {n} 个），第一个在位置 {index}，那里应为 {expected}"
@@ -191,6 +200,55 @@ def tolerance_for(*arrays) -> tuple[float, float]:
     for a in arrays:
         _float_sizes(a, sizes)
     return _TOLERANCES[min(sizes, default=8) if min(sizes, default=8) in _TOLERANCES else 8]
+
+
+def input_precision(*inputs) -> int | None:
+    """Bytes per real number of ``np.result_type`` of the floating array inputs, or ``None``.
+
+    Arrays and NumPy scalars count by their dtype (complex by its real part), lists and tuples of
+    numbers as float64 (what ``np.asarray`` makes of Python floats); Python scalars do not count
+    (NumPy treats them as weak), nor do integer and boolean arrays.
+    """
+    sizes: list[int] = []
+
+    def walk(x, depth=0):
+        if depth > 4:
+            return
+        if isinstance(x, (np.ndarray, np.generic)):
+            if x.dtype.kind == "f":
+                sizes.append(min(x.dtype.itemsize, 8))
+            elif x.dtype.kind == "c":
+                sizes.append(min(x.dtype.itemsize // 2, 8))
+        elif isinstance(x, list):
+            if any(isinstance(v, (float, list, tuple)) for v in x[:1000]):
+                sizes.append(8)
+        elif isinstance(x, tuple):
+            for item in x[:1000]:
+                walk(item, depth + 1)
+        elif isinstance(x, dict):
+            for item in list(x.values())[:1000]:
+                walk(item, depth + 1)
+
+    for a in inputs:
+        walk(a)
+    return max(sizes) if sizes else None
+
+
+def precision_reason(got, *inputs, lang: str | None = None) -> str | None:
+    """The reason when a floating array in ``got`` is less precise than the inputs, else ``None``.
+
+    The one dtype rule of every check: the result must be at least as precise as
+    :func:`input_precision` of the inputs (float64 in, float32 out fails; float32 in, float64 out
+    passes).
+    """
+    lang = get_language(lang)
+    needed = input_precision(*inputs)
+    sizes: list[int] = []
+    _float_sizes(got, sizes)
+    if needed is None or not sizes or min(sizes) >= needed:
+        return None
+    names = {2: "float16", 4: "float32", 8: "float64"}
+    return _say("precision", lang, got=names.get(min(sizes), "float"), expected=names.get(needed, "float64"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +358,7 @@ def _compare_arrays(got: np.ndarray, expected: np.ndarray, rtol, atol, scaled: b
     return (_say("differ", lang, n=int(bad.sum()), size=g.size, index=_as_index(index),
                  got=_fmt(got[index], digits), expected=_fmt(expected[index], digits),
                  shape=shape, dtype=dtype)
-            + _around(got, expected, index, digits, lang))
+            + _around(got, expected, index, digits, lang) + _say("tolerance", lang, rtol=rtol, atol=atol))
 
 
 def _is_integer(x) -> bool:
@@ -374,7 +432,8 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
         if np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
             return None
         digits = _distinct_digits(g, e)
-        return _say("values", lang, got=_fmt(got, digits), expected=_fmt(expected, digits))
+        return (_say("values", lang, got=_fmt(got, digits), expected=_fmt(expected, digits))
+                + _say("tolerance", lang, rtol=rtol, atol=atol))
     try:
         same = bool(got == expected)
     except (TypeError, ValueError):
@@ -607,10 +666,10 @@ class _Watcher:
     def __init__(self, forbidden: _Forbidden):
         self.forbidden = forbidden
         self.hit: str | None = None
-        self._scanned: set = set()
+        self.done = False
 
     def __call__(self, frame, event, arg):
-        if self.hit is not None:
+        if self.hit is not None or self.done:
             return
         if event == "call":
             code = frame.f_code
@@ -658,15 +717,25 @@ class _Watcher:
 
 @contextlib.contextmanager
 def _watching(forbidden: _Forbidden):
+    """Install the watcher on this thread, on threads started in the block and (Python 3.12+) on
+    the threads already running; put the previous profilers back afterwards."""
     watcher = _Watcher(forbidden)
     if not forbidden:
         yield watcher
         return
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    all_threads = getattr(threading, "setprofile_all_threads", None)     # Python 3.12+
     sys.setprofile(watcher)
+    threading.setprofile(watcher)
+    if all_threads is not None:
+        all_threads(watcher)
     try:
         yield watcher
     finally:
+        watcher.done = True              # a thread still running later finds a silent watcher
+        if all_threads is not None:
+            all_threads(previous_threads)
+        threading.setprofile(previous_threads)
         sys.setprofile(previous)
 
 
@@ -694,6 +763,26 @@ def watch_calls(forbidden, *, name, lang: str | None = None):
         fail(name, None, _say("forbidden", lang, what=watcher.hit), lang=lang)
     if raised is not None:
         raise raised
+
+
+@contextlib.contextmanager
+def peak_memory():
+    """The peak of memory allocated while the block runs, in bytes: ``with peak_memory() as m: ...``
+    then ``m["peak"]``. NumPy's arrays count (they are traced by ``tracemalloc``)."""
+    import tracemalloc
+
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    measured: dict = {}
+    try:
+        yield measured
+    finally:
+        measured["peak"] = max(0, tracemalloc.get_traced_memory()[1] - base)
+        if not was_tracing:
+            tracemalloc.stop()
 
 
 def run_learner(fn, *args, name, label, forbidden=(), hint=None, lang: str | None = None, **kwargs):
@@ -910,11 +999,40 @@ def _only_dtype_differs(got, expected) -> bool:
         return False
 
 
+def _same_value(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same_value, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:
+        return True                       # objects that cannot be compared are not judged
+
+
+def _changed_argument(learner, case, args, kwargs) -> str | None:
+    """The name of the first argument the call changed (compared with the case's own copy)."""
+    try:
+        names = list(inspect.signature(learner).parameters)
+    except (TypeError, ValueError):
+        names = []
+    for i, (before, after) in enumerate(zip(case.args, args, strict=True)):
+        if not _same_value(before, after):
+            return names[i] if i < len(names) else f"#{i}"
+    for key in case.kwargs:
+        if not _same_value(case.kwargs[key], kwargs[key]):
+            return key
+    return None
+
+
 def check_function(learner: Callable, reference: Callable, cases, *, name, hint=None,
                    lang: str | None = None, rtol: float | None = None, atol: float | None = None,
                    check_dtype: bool = False, forbidden=(), no_loops: bool = False,
                    mistakes: Callable | None = None, dtype_hint=None,
-                   tolerance: Callable | None = None) -> None:
+                   tolerance: Callable | None = None, inputs_unchanged: bool = False) -> None:
     """Compare ``learner(*case.args, **case.kwargs)`` with ``reference(...)`` on every case.
 
     The one loop over cases that every check uses: each case's arguments are deep-copied before
@@ -933,8 +1051,10 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     lang : {"zh", "en"}, optional
         Default: the language set with :func:`set_language`.
     rtol, atol : float, optional
-        Tolerances for numeric results. Default: :func:`tolerance_for` the case's inputs and the
-        learner's result, so a float32 answer is judged as float32 and a float64 one tightly.
+        Tolerances for numeric results. Default: those of :func:`input_precision` of the case's
+        inputs, so float32 inputs are judged as float32 and float64 ones tightly (with no floating
+        input at all, those of the result's dtype). Whatever the
+        tolerance, a floating result less precise than the inputs fails (:func:`precision_reason`).
     check_dtype : bool
         Also require the same dtype.
     forbidden : iterable of callables
@@ -951,6 +1071,9 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     tolerance : callable, optional
         ``tolerance(case, got, expected) -> (rtol, atol)`` for each case, ``atol`` absolute (not
         scaled), in place of ``rtol``/``atol``: for answers whose error grows with the input.
+    inputs_unchanged : bool
+        Fail when the learner's function changed an argument (for an exercise whose text says
+        "do not change the inputs"); the arguments are compared with a copy after the call.
 
     Raises
     ------
@@ -969,15 +1092,22 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
         kwargs = copy.deepcopy(case.kwargs)
         got = run_learner(learner, *args, name=name, label=case.label, forbidden=forbidden, hint=hint,
                           lang=lang, **kwargs)
+        if inputs_unchanged:
+            which = _changed_argument(learner, case, args, kwargs)
+            if which is not None:
+                fail(name, case.label, _say("changed", lang, which=which), hint=hint, lang=lang)
         if no_loops and not loops_checked:
             # after the first call, so that an unfinished stub raises its NotImplementedError first
             assert_no_loops(learner, name=name, lang=lang)
             loops_checked = True
-        if tolerance is not None:
+        reason = precision_reason(got, case.args, case.kwargs, lang=lang)
+        if reason is None and tolerance is not None:
             c_rtol, c_atol = tolerance(case, got, expected)
             reason = _compare(got, expected, c_rtol, c_atol, False, check_dtype, lang)
-        else:
-            d_rtol, d_atol = tolerance_for(case.args, case.kwargs, got)
+        elif reason is None:
+            # float inputs decide; without any (counts, sizes), the result's own dtype does
+            needed = input_precision(case.args, case.kwargs)
+            d_rtol, d_atol = _TOLERANCES[needed] if needed in _TOLERANCES else tolerance_for(got)
             reason = _compare(got, expected, d_rtol if rtol is None else rtol,
                               d_atol if atol is None else atol, atol is None, check_dtype, lang)
         if reason:

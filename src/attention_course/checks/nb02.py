@@ -116,6 +116,10 @@ def _one_way_cases():
         Case({"zh": "float32 的 4 个词，d_model = 6，i = 2，j = 0",
               "en": "4 words in float32, d_model = 6, i = 2, j = 0"},
              (_normal(63, 4, 6).astype(np.float32), 2, 0)),
+        # far from orthogonal rows: X.T in place of the pseudo-inverse gives 0.5 / 0.5 here
+        Case({"zh": "两个方向很接近的词 [1, 0, 0] 和 [0.9, 0.3, 0]，i = 0，j = 1",
+              "en": "two words pointing almost the same way, [1, 0, 0] and [0.9, 0.3, 0], i = 0, j = 1"},
+             (np.array([[1.0, 0.0, 0.0], [0.9, 0.3, 0.0]]), 0, 1)),
     ]
 
 
@@ -149,7 +153,8 @@ def check_one_way(learner, *, lang: str | None = None) -> None:
     CheckFailed
         On the first input where the shapes are wrong, a weight is NaN, word i gives word j
         less than 0.9, or word j gives word i more than 0.1: notebook 02's sentence, random
-        words, a square X, two words, and float32 embeddings.
+        words, a square X, two words, float32 embeddings, and two words whose embeddings point
+        almost the same way.
     """
     lang = get_language(lang)
     say = {
