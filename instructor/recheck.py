@@ -311,6 +311,12 @@ def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
                            else [node.module or ""])
+                if isinstance(node, ast.ImportFrom):
+                    for a in node.names:
+                        if (node.module, a.name) == ("sys", "modules"):
+                            flag(index, src, node, "sys.modules")
+                        if (node.module, a.name) in _PROFILERS:
+                            flag(index, src, node, "profiler or tracer")
                 for m in modules:
                     if m.split(".")[0] == "builtins":
                         flag(index, src, node, "builtins")
