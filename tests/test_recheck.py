@@ -184,3 +184,21 @@ def test_an_unreadable_notebook_is_an_error_not_a_zero(tmp_path):
     (tmp_path / NAME).write_text("{not json", encoding="utf-8")
     r = recheck.recheck(tmp_path / NAME, "en")
     assert r.score is None and "not a readable notebook" in r.error
+
+
+# --- the nbgrader route: what cannot be graded moves out of submitted/ ---------------------------
+
+def test_quarantine_moves_unreadable_and_unknown_notebooks_and_nothing_else(tmp_path):
+    quarantine = load_tool("quarantine")
+    folder = tmp_path / "submitted" / "alice" / "en"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / "en" / NAME, folder / NAME)
+    other = sorted(p.name for p in (ROOT / "notebooks" / "en").glob("*.ipynb") if p.name != NAME)[0]
+    (folder / other).write_text("{broken", encoding="utf-8")
+    (folder / "scratch.ipynb").write_text(json.dumps({"cells": []}), encoding="utf-8")
+    (folder / "data.csv").write_text("1,2\n", encoding="utf-8")
+    assert quarantine.main([str(tmp_path / "submitted")]) == 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted([NAME, "data.csv"])
+    moved = tmp_path / "quarantine" / "alice" / "en"
+    assert sorted(p.name for p in moved.iterdir()) == sorted([other, "scratch.ipynb"])
+    assert quarantine.main([str(tmp_path / "submitted")]) == 0
