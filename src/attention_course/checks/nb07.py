@@ -356,7 +356,7 @@ def _suspect(bug: str | None):
             w_raw, _ = bp.softmax_forward(q @ _swap(k))
             dv = _swap(w_raw) @ dout
         return dq, dk, dv
-    backward.__name__ = f"suspect_backward_{bug or 'right'}"
+    backward.__name__ = "suspect_backward"          # the same name for all: it must not tell the bug
     return backward
 
 
