@@ -30,7 +30,9 @@ def test_every_check_module_hands_out_fresh_checks(name):
     names = [n for n in vars(module) if n.startswith("check_")]
     assert names
     for n in names:
-        assert getattr(module, n) is not vars(module)[n]        # a new function at each access
+        fresh = getattr(module, n)
+        assert fresh is not vars(module)[n] and fresh.__wrapped__ is not vars(module)[n]
+        assert fresh.__doc__ == vars(module)[n].__doc__
 
 
 def test_setattr_on_the_check_module_does_not_reach_the_check(monkeypatch, capsys):
@@ -73,3 +75,12 @@ def test_ipython_shows_only_the_message_of_a_failed_check():
     shown = info.value._render_traceback_()
     assert shown == [f"CheckFailed: {info.value}"]
     assert "_core.py" not in "".join(shown) and "/" not in shown[0].split(":")[0]
+
+
+def test_an_unanswered_stub_shows_its_error_without_the_machinery():
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError) as info:
+        nb01_checks.check_stable_softmax(stub)
+    assert info.value._render_traceback_() == ["NotImplementedError"]

@@ -1207,8 +1207,25 @@ class _FreshChecks(types.ModuleType):
     def __getattribute__(self, name):
         if name.startswith("check_") and not name.startswith("check__"):
             own = types.ModuleType.__getattribute__(self, "__name__")
-            return getattr(fresh_copy(own), name)
+            return _shown_plainly(getattr(fresh_copy(own), name))
         return types.ModuleType.__getattribute__(self, name)
+
+
+def _shown_plainly(check):
+    """``check``, whose unanswered stub's ``NotImplementedError`` IPython shows without the frames
+    of the check machinery (and the paths of the machine running it)."""
+    if not callable(check):
+        return check
+
+    @functools.wraps(check)
+    def call(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except NotImplementedError as exc:
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            exc._render_traceback_ = lambda: [text]
+            raise
+    return call
 
 
 def fresh_on_call(module_name: str) -> None:
