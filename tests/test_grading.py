@@ -342,3 +342,29 @@ def test_regrading_one_student_leaves_the_others_as_they_were(regraded):
     for key, row in before.items():
         if key[0] != "cheat":
             assert after[key] == row, key
+
+
+def test_feedback_pages_show_no_machinery_and_no_paths_of_the_grader(graded):
+    _, _, _, _, out = graded
+    for student in ("blank", "tampered"):
+        page = (out / "course" / "feedback" / student / LANG / f"{STEM}.html").read_text(encoding="utf-8")
+        assert "NotImplementedError" in page
+        assert "_core.py" not in page and "checks/nb" not in page
+        assert str(out) not in page and str(ROOT) not in page
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_grading_benchmark_runs_a_small_class(tmp_path):
+    """CI's small case of benchmarks/grading.py: 3 students × 1 notebook, re-check included."""
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grading.py"), "--students", "3",
+                          "--notebooks", "1", "--keep", str(tmp_path / "bench")],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "make grade, re-check included:" in run.stdout and "the re-check alone" in run.stdout
+    rows = read_rows(tmp_path / "bench" / "course" / "grades.csv")
+    first = sorted(n.removesuffix(".ipynb") for n in notebook_names())[0]
+    assert float(rows[("correct", first)]["score"]) == float(rows[("correct", first)]["max_score"]) > 0
+    assert float(rows[("blank", first)]["score"]) == 0
+    assert float(rows[("wrapped", first)]["score"]) == 0
+    assert rows[("wrapped", first)]["status"] == "graded, locked cells restored"
