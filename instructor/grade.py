@@ -355,7 +355,14 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                                                      f"{k}: {v['message'][:160]}" for k, v in r.checks.items()
                                                      if not v["passed"]))
                 rows.append(row)
-    rows += problems
+    for problem in problems:
+        # an unreadable file with a course notebook's name takes the place of that notebook's row
+        same = [r for r in rows if r["student"] == problem["student"] and r["notebook"] == problem["notebook"]
+                and r["status"] == "missing"]
+        if same and problem["status"] == "unreadable":
+            same[0].update(status="unreadable", score=0.0)
+        else:
+            rows.append(problem)
     if only is not None or students:
         rows = merged_with_earlier(rows, out / "grades.csv")
     return with_totals(rows), submissions, remarks
@@ -383,7 +390,7 @@ def with_totals(rows: list[dict]) -> list[dict]:
     out = sorted(rows, key=lambda r: (r["student"], r["assignment"], r["notebook"]))
     groups: dict = defaultdict(list)
     for r in rows:
-        if r["notebook"] and r["status"] not in ("unreadable", "unknown name"):
+        if r["notebook"] and r["assignment"] and r["status"] != "unknown name":
             groups[(r["student"], r["assignment"])].append(r)
     for (student, lang), members in sorted(groups.items()):
         if any(r["status"] == "error" for r in members):
