@@ -37,7 +37,9 @@ earlier CSV stays as it was. Without them, every student in SUBMITTED is graded.
 Exit status: 0 when every returned notebook was graded, with no flag and no difference between the
 re-check and the notebook; 1 when something needs the instructor (an unreadable or unknown file, a
 folder without a course notebook, nbgrader failed, a flag, a difference); the table and the CSV are
-still written; 2 when the input is unusable (no such folder, or no student folder in it).
+still written; 2 when the input is unusable (no such folder, or no student folder in it). The status
+of a run that graded is also written to ``<out>/exit-status``: GNU make exits with 2 whenever a
+recipe fails, whatever the recipe's own status.
 """
 
 from __future__ import annotations
@@ -507,7 +509,10 @@ def main(argv: list[str]) -> int:
     print(f"\ngrades: {csv_path}")
     if not args.no_feedback:
         print(f"feedback: {out / 'feedback'}/<student>/<assignment>/")
-    return 1 if needs_attention(rows, submissions) else 0
+    status = 1 if needs_attention(rows, submissions) else 0
+    # make turns any failing recipe into its own exit status 2; the file keeps grade.py's for scripts
+    (out / "exit-status").write_text(f"{status}\n", encoding="utf-8")
+    return status
 
 
 if __name__ == "__main__":

@@ -147,6 +147,8 @@ def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
     assert any("checksum changed" in n for n in notes), run.stdout
     assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
     assert (out / "course" / "feedback" / "correct" / LANG / f"{STEM}.html").exists()
+    # make exits with 2 for any failing recipe: the file keeps grade.py's own status
+    assert (out / "course" / "exit-status").read_text() == "1\n"
 
 
 def write_nb(path: Path, nb) -> Path:
