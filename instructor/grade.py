@@ -57,9 +57,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import recheck as rechecking  # noqa: E402 - beside this file
-
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "nbgrader_config.py"
 LANGS = ("zh", "en")
@@ -259,6 +256,9 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
     flags``), the submissions with their notes, and the warnings about the input.
     """
     from nbgrader.api import Gradebook
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import recheck as rechecking  # beside this file
 
     submissions, remarks, problems = collect(submitted)
     if students:
