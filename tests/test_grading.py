@@ -370,3 +370,20 @@ def test_the_grading_benchmark_runs_a_small_class(tmp_path):
     assert float(rows[("blank", first)]["score"]) == 0
     assert float(rows[("wrapped", first)]["score"]) == 0
     assert rows[("wrapped", first)]["status"] == "graded, locked cells restored"
+
+
+@pytest.mark.integration
+def test_the_recheck_over_nbgraders_submitted_folder_agrees_with_the_gradebook(graded, tmp_path):
+    """The term route: recheck.py over submitted/, compared with the gradebook autograde filled."""
+    _, rows, _, _, out = graded
+    course = out / "course"
+    csv_path = tmp_path / "recheck.csv"
+    status = load_tool("recheck").main([str(course / "submitted"), "--gradebook",
+                                        str(course / "gradebook.db"), "--csv", str(csv_path)])
+    assert status == 0
+    with csv_path.open(encoding="utf-8") as f:
+        found = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
+    assert set(found) == {(s, STEM) for s in ("blank", "correct", "tampered")}
+    for key, r in found.items():
+        assert r["differs"] == "" and r["flags"] == ""
+        assert float(r["recheck"]) == float(r["notebook_score"]) == float(rows[key]["score"])
