@@ -2,7 +2,7 @@
 
     python benchmarks/grading.py                 # 3 students, every notebook of en
     python benchmarks/grading.py --lang zh --students 3
-    python benchmarks/grading.py --notebooks 1   # the small case the tests run
+    python benchmarks/grading.py --notebooks 1   # the first notebook only: the small case the tests run
 
 The students: one returns the instructor's notebooks (every exercise right), one the blank
 hand-out (every check fails on its stub), one the hand-out with every locked check cell wrapped in
@@ -71,7 +71,10 @@ def wrapped(nb: dict) -> dict:
 def make_class(lang: str, students: int, notebooks: list[str], folder: Path) -> Path:
     from build_student import release
 
-    blank_dir = release(lang, folder / "release-course", [n.removesuffix(".ipynb") for n in notebooks])
+    every = sorted(p.name for p in (ROOT / "notebooks" / lang).glob("*.ipynb"))
+    # nbgrader takes one notebook id, or none for all of them
+    blank_dir = release(lang, folder / "release-course",
+                        None if notebooks == every else [n.removesuffix(".ipynb") for n in notebooks[:1]])
     submitted = folder / "returned"
     kinds = ["correct", "blank", "wrapped"]
     for i in range(students):
@@ -92,10 +95,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lang", default="en", choices=("zh", "en"))
     parser.add_argument("--students", type=int, default=3)
-    parser.add_argument("--notebooks", type=int, default=0, help="only the first N notebooks (0: all)")
+    parser.add_argument("--notebooks", type=int, default=0, help="1: only the first notebook; 0: all")
     parser.add_argument("--keep", help="grade into this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
     names = sorted(p.name for p in (ROOT / "notebooks" / args.lang).glob("*.ipynb"))
+    if args.notebooks not in (0, 1):
+        parser.error("--notebooks is 1 (the first notebook) or 0 (all of them)")
     names = names[:args.notebooks] if args.notebooks else names
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grading-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
