@@ -43,6 +43,7 @@ def cpu() -> str:
     except OSError:
         pass
     try:
+        import numpy  # noqa: F401 - loads the BLAS that threadpool_info names
         from threadpoolctl import threadpool_info
         blas = ", ".join(f"{i.get('internal_api')} {i.get('architecture', '')}".strip()
                          for i in threadpool_info() if i.get("user_api") == "blas")
