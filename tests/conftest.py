@@ -60,3 +60,9 @@ def checks_in_english():
     checks.set_language("en")
     yield
     checks.set_language("en")
+
+
+def pytest_configure(config):
+    """The test tiers' markers (also in pyproject.toml once the tiers land there; twice is harmless)."""
+    config.addinivalue_line("markers", "slow: takes long (a subprocess, a build, nbgrader)")
+    config.addinivalue_line("markers", "integration: runs another program (a fresh interpreter, nbgrader)")

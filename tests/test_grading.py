@@ -6,6 +6,7 @@ code under test handles any number of notebooks and exercises.
 
 import csv
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -147,6 +148,8 @@ def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
     assert any("checksum changed" in n for n in notes), run.stdout
     assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
     assert (out / "course" / "feedback" / "correct" / LANG / f"{STEM}.html").exists()
+    # make exits with 2 for any failing recipe: the file keeps grade.py's own status
+    assert (out / "course" / "exit-status").read_text() == "1\n"
 
 
 def write_nb(path: Path, nb) -> Path:
@@ -257,3 +260,133 @@ def test_the_readme_route_grades_a_class(tmp_path, blank_and_instructor):
     assert scores == {"alice": full, "bob": 0.0}
     for student in ("alice", "bob"):
         assert (tmp_path / "course" / "feedback" / student / LANG / f"{STEM}.html").exists()
+
+
+# --- The re-check, statuses that lose nothing, regrading one student --------------------------
+
+def second_fastest_notebook() -> str:
+    def n_code(name):
+        nb = nbformat.read(ROOT / "notebooks" / LANG / name, as_version=4)
+        return sum(c.cell_type == "code" for c in nb.cells)
+    return sorted((n for n in notebook_names() if n != NAME), key=n_code)[0]
+
+
+def cheating_copy(instructor):
+    """Every answer ``return None``; the first answer cell first frees the check module from its
+    fresh-copy guard, then replaces every check with one that prints "passed"."""
+    nb = nbformat.from_dict(json.loads(json.dumps(instructor)))
+    for i, (cell, _) in enumerate(exercises(nb)):
+        name = cell.source.split("def ")[1].split("(")[0]
+        cell.source = f"def {name}(*args, **kwargs):\n    return None\n"
+        if i == 0:
+            module = f"nb{STEM[:2]}_checks"
+            cell.source = (f"import types\n{module}.__class__ = types.ModuleType\n"
+                           f"for _n in dir({module}):\n    if _n.startswith('check_'):\n"
+                           f"        setattr({module}, _n, lambda *a, **k: print('passed'))\n" + cell.source)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def regraded(blank_and_instructor, tmp_path_factory):
+    """make grade on a cheat and a student with one unreadable notebook, one with an unknown name
+    and one correct notebook; then the cheat alone regraded after a new hand-in."""
+    _, instructor = blank_and_instructor
+    other = second_fastest_notebook()
+    submitted = tmp_path_factory.mktemp("returned2")
+    write_nb(submitted / "cheat" / NAME, cheating_copy(instructor))
+    (submitted / "broken").mkdir()
+    (submitted / "broken" / NAME).write_text('{"cells": [', encoding="utf-8")
+    write_nb(submitted / "broken" / "my_notes.ipynb", nbformat.v4.new_notebook())
+    shutil.copy(ROOT / "notebooks" / LANG / other, submitted / "broken" / other)
+    out = tmp_path_factory.mktemp("grade2") / "course"
+    first = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out), "--no-feedback"],
+                           capture_output=True, text=True, timeout=900)
+    rows1 = read_rows(out / "grades.csv")
+    shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "cheat" / NAME)      # handed in again
+    second = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out), "--no-feedback",
+                             "--student", "cheat"], capture_output=True, text=True, timeout=900)
+    return first, rows1, second, read_rows(out / "grades.csv"), other
+
+
+def read_rows(path):
+    with path.open(encoding="utf-8") as f:
+        return {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_recheck_is_the_grade_and_a_cheat_is_flagged(regraded):
+    first, rows, _, _, _ = regraded
+    cheat = rows[("cheat", STEM)]
+    assert float(cheat["score"]) == 0 < float(cheat["notebook_score"]), cheat
+    assert "re-check differs" in cheat["status"] and cheat["flags"] == "course module attribute"
+    assert first.returncode == 1
+    line = next(line for line in first.stdout.splitlines() if line.startswith("cheat"))
+    assert "!?" in line
+    assert any("flagged for review, course module attribute" in line for line in first.stdout.splitlines())
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_an_unreadable_or_unknown_file_is_a_status_and_the_other_notebooks_are_graded(regraded):
+    first, rows, _, _, other = regraded
+    assert rows[("broken", STEM)]["status"] == "unreadable"
+    assert rows[("broken", "my_notes")]["status"] == "unknown name"
+    kept = rows[("broken", other.removesuffix(".ipynb"))]
+    assert kept["status"] == "graded" and float(kept["score"]) == float(kept["max_score"]) > 0
+    assert "unknown name" in first.stdout and "unreadable" in first.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_regrading_one_student_leaves_the_others_as_they_were(regraded):
+    _, before, second, after, _ = regraded
+    assert second.returncode == 1                   # the broken student's files still need attention
+    assert float(after[("cheat", STEM)]["score"]) == float(after[("cheat", STEM)]["max_score"]) > 0
+    assert after[("cheat", STEM)]["flags"] == ""
+    for key, row in before.items():
+        if key[0] != "cheat":
+            assert after[key] == row, key
+
+
+def test_feedback_pages_show_no_machinery_and_no_paths_of_the_grader(graded):
+    _, _, _, _, out = graded
+    for student in ("blank", "tampered"):
+        page = (out / "course" / "feedback" / student / LANG / f"{STEM}.html").read_text(encoding="utf-8")
+        assert "NotImplementedError" in page
+        assert "_core.py" not in page and "checks/nb" not in page
+        assert str(out) not in page and str(ROOT) not in page
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_grading_benchmark_runs_a_small_class(tmp_path):
+    """CI's small case of benchmarks/grading.py: 3 students × 1 notebook, re-check included."""
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grading.py"), "--students", "3",
+                          "--notebooks", "1", "--keep", str(tmp_path / "bench")],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "make grade, re-check included:" in run.stdout and "the re-check alone" in run.stdout
+    rows = read_rows(tmp_path / "bench" / "course" / "grades.csv")
+    first = sorted(n.removesuffix(".ipynb") for n in notebook_names())[0]
+    assert float(rows[("correct", first)]["score"]) == float(rows[("correct", first)]["max_score"]) > 0
+    assert float(rows[("blank", first)]["score"]) == 0
+    assert float(rows[("wrapped", first)]["score"]) == 0
+    assert rows[("wrapped", first)]["status"] == "graded, locked cells restored"
+
+
+@pytest.mark.integration
+def test_the_recheck_over_nbgraders_submitted_folder_agrees_with_the_gradebook(graded, tmp_path):
+    """The term route: recheck.py over submitted/, compared with the gradebook autograde filled."""
+    _, rows, _, _, out = graded
+    course = out / "course"
+    csv_path = tmp_path / "recheck.csv"
+    status = load_tool("recheck").main([str(course / "submitted"), "--gradebook",
+                                        str(course / "gradebook.db"), "--csv", str(csv_path)])
+    assert status == 0
+    with csv_path.open(encoding="utf-8") as f:
+        found = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
+    assert set(found) == {(s, STEM) for s in ("blank", "correct", "tampered")}
+    for key, r in found.items():
+        assert r["differs"] == "" and r["flags"] == ""
+        assert float(r["recheck"]) == float(r["notebook_score"]) == float(rows[key]["score"])

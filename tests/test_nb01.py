@@ -12,7 +12,7 @@ from attention_course import examples, softmax
 from attention_course.checks import CheckFailed
 from attention_course.checks import nb01 as checks
 from attention_course.widgets import nb01 as widgets
-from notebook_tools import load_solutions
+from notebook_tools import failure, load_solutions
 
 NAME = "01_library_analogy.ipynb"
 
@@ -113,11 +113,16 @@ def softmax_via_logsumexp(x):
     return np.exp(x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
 
 
-@pytest.mark.parametrize("right", [softmax_fine, softmax_in_float32, softmax_with_a_loop,
-                                   softmax_via_logsumexp])
+@pytest.mark.parametrize("right", [softmax_fine, softmax_with_a_loop, softmax_via_logsumexp])
 def test_stable_softmax_accepts_other_correct_answers(right, capsys):
     checks.check_stable_softmax(right, lang="en")
     assert "all 10 cases pass" in capsys.readouterr().out
+
+
+def test_stable_softmax_refuses_float32_out_for_float64_in():
+    # the one dtype rule: a result at least as precise as the inputs
+    msg = failure(checks.check_stable_softmax, softmax_in_float32)
+    assert "dtype float32, less precise than the inputs (float64)" in msg
 
 
 from attention_course.softmax import softmax as renamed_softmax  # noqa: E402

@@ -144,8 +144,10 @@ def test_scale_gradient_accepts_other_correct_answers():
     # ∂ℓ/∂s = Σ dZ ⊙ Z / s, Z the scaled scores (s ≠ 0 in every case); and a float32 answer
     checks.check_scale_gradient(
         scale_learner(lambda A, dA, raw, s: float((full_jacobian(A, dA) * (raw * s)).sum() / s)), lang="en")
-    checks.check_scale_gradient(
-        scale_learner(lambda A, dA, raw, s: np.float32((full_jacobian(A, dA) * raw).sum())), lang="en")
+    # a float32 number for float64 inputs is less precise than the inputs: refused
+    msg = failure(checks.check_scale_gradient,
+                  scale_learner(lambda A, dA, raw, s: np.float32((full_jacobian(A, dA) * raw).sum())))
+    assert "less precise than the inputs" in msg
 
 
 # --- exercise 3: one Adam step ----------------------------------------------------------------

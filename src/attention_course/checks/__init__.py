@@ -6,6 +6,12 @@ was expected, what came back, and a hint in the notebook's language (``set_langu
 machinery (tolerances that follow the dtype, forbidden calls, loops, the loop over cases
 :func:`check_function`, the bilingual :func:`label`) is in ``_core``; the library functions an
 exercise may forbid, in named categories, are in :mod:`.forbidden`.
+
+A notebook's check cell, ``nbNN_checks.check_x(answer)``, gets its check from a fresh copy of the
+installed file at every call (``fresh_on_call`` at the end of each module), so an answer cell that
+replaces or patches a check does not reach it. This is best effort: code in the same process can
+always reach further. The guarantee is the instructor's re-check in a fresh interpreter
+(``instructor/recheck.py``, run by ``make grade``).
 """
 
 from ._core import (

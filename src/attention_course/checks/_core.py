@@ -15,10 +15,12 @@ import copy
 import dis
 import functools
 import inspect
+import itertools
 import os
 import sys
 import sysconfig
 import textwrap
+import threading
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,7 +30,8 @@ import numpy as np
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "get_language", "label", "run_learner", "set_language", "tolerance_for", "watch_calls",
+    "fail", "fresh_copy", "fresh_on_call", "get_language", "input_precision", "label", "peak_memory",
+    "precision_reason", "run_learner", "set_language", "tolerance_for", "watch_calls",
 ]
 
 _LANGUAGES = ("zh", "en")
@@ -36,7 +39,15 @@ _language = "en"
 
 
 class CheckFailed(AssertionError):
-    """The learner's answer is wrong; the message says on which input and why."""
+    """The learner's answer is wrong; the message says on which input and why.
+
+    In a notebook, IPython shows only this message (``_render_traceback_``): the frames of the
+    check machinery, with the paths of the machine that ran it, tell the learner nothing and would
+    end up in nbgrader's feedback pages.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 def set_language(lang: str) -> None:
@@ -94,6 +105,14 @@ _TEXT = {
                      "got {got}, expected {expected} (your array: shape {shape}, dtype {dtype})",
                "zh": "{size} 个值中有 {n} 个不对；差得最多的位置是 {index}：得到 {got}，应为 {expected}"
                      "（你的数组：形状 {shape}，dtype {dtype}）"},
+    "tolerance": {"en": " (tolerance: |got - expected| ≤ {atol:.1e} + {rtol:.1e}·|expected|)",
+                  "zh": "（容差：|得到 - 应为| ≤ {atol:.1e} + {rtol:.1e}·|应为|）"},
+    "precision": {"en": "dtype {got}, less precise than the inputs ({expected}): the result must be at "
+                        "least as precise as the inputs",
+                  "zh": "dtype 是 {got}，比输入（{expected}）的精度低：结果至少要和输入一样精确"},
+    "changed": {"en": "your function changed its input {which}; this exercise asks you to leave the "
+                      "inputs as they were (work on new arrays)",
+                "zh": "你的函数改动了输入 {which}；这个练习要求输入保持原样（请在新数组上计算）"},
     "nan": {"en": "the result contains NaN ({n} of {size} values), first at index {index} where "
                   "{expected} was expected (your array: shape {shape}, dtype {dtype})",
             "zh": "结果里有 NaN（{size} 个值中有 {n} 个），第一个在位置 {index}，那里应为 {expected}"
@@ -181,6 +200,55 @@ def tolerance_for(*arrays) -> tuple[float, float]:
     for a in arrays:
         _float_sizes(a, sizes)
     return _TOLERANCES[min(sizes, default=8) if min(sizes, default=8) in _TOLERANCES else 8]
+
+
+def input_precision(*inputs) -> int | None:
+    """Bytes per real number of ``np.result_type`` of the floating array inputs, or ``None``.
+
+    Arrays and NumPy scalars count by their dtype (complex by its real part), lists and tuples of
+    numbers as float64 (what ``np.asarray`` makes of Python floats); Python scalars do not count
+    (NumPy treats them as weak), nor do integer and boolean arrays.
+    """
+    sizes: list[int] = []
+
+    def walk(x, depth=0):
+        if depth > 4:
+            return
+        if isinstance(x, (np.ndarray, np.generic)):
+            if x.dtype.kind == "f":
+                sizes.append(min(x.dtype.itemsize, 8))
+            elif x.dtype.kind == "c":
+                sizes.append(min(x.dtype.itemsize // 2, 8))
+        elif isinstance(x, list):
+            if any(isinstance(v, (float, list, tuple)) for v in x[:1000]):
+                sizes.append(8)
+        elif isinstance(x, tuple):
+            for item in x[:1000]:
+                walk(item, depth + 1)
+        elif isinstance(x, dict):
+            for item in list(x.values())[:1000]:
+                walk(item, depth + 1)
+
+    for a in inputs:
+        walk(a)
+    return max(sizes) if sizes else None
+
+
+def precision_reason(got, *inputs, lang: str | None = None) -> str | None:
+    """The reason when a floating array in ``got`` is less precise than the inputs, else ``None``.
+
+    The one dtype rule of every check: the result must be at least as precise as
+    :func:`input_precision` of the inputs (float64 in, float32 out fails; float32 in, float64 out
+    passes).
+    """
+    lang = get_language(lang)
+    needed = input_precision(*inputs)
+    sizes: list[int] = []
+    _float_sizes(got, sizes)
+    if needed is None or not sizes or min(sizes) >= needed:
+        return None
+    names = {2: "float16", 4: "float32", 8: "float64"}
+    return _say("precision", lang, got=names.get(min(sizes), "float"), expected=names.get(needed, "float64"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +358,7 @@ def _compare_arrays(got: np.ndarray, expected: np.ndarray, rtol, atol, scaled: b
     return (_say("differ", lang, n=int(bad.sum()), size=g.size, index=_as_index(index),
                  got=_fmt(got[index], digits), expected=_fmt(expected[index], digits),
                  shape=shape, dtype=dtype)
-            + _around(got, expected, index, digits, lang))
+            + _around(got, expected, index, digits, lang) + _say("tolerance", lang, rtol=rtol, atol=atol))
 
 
 def _is_integer(x) -> bool:
@@ -364,7 +432,8 @@ def _compare(got, expected, rtol, atol, scaled: bool, check_dtype: bool, lang: s
         if np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
             return None
         digits = _distinct_digits(g, e)
-        return _say("values", lang, got=_fmt(got, digits), expected=_fmt(expected, digits))
+        return (_say("values", lang, got=_fmt(got, digits), expected=_fmt(expected, digits))
+                + _say("tolerance", lang, rtol=rtol, atol=atol))
     try:
         same = bool(got == expected)
     except (TypeError, ValueError):
@@ -503,7 +572,8 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(d + os.sep for d in dirs)
 
 
-_LIBRARY_DIRS = _library_dirs()
+# a fresh copy (fresh_copy) takes the directories from the module already loaded
+_LIBRARY_DIRS = getattr(sys.modules.get(__name__), "_LIBRARY_DIRS", None) or _library_dirs()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -514,19 +584,41 @@ def _is_learner_code(filename: str) -> bool:
     return not os.path.abspath(filename).startswith(_LIBRARY_DIRS) if filename[:1] != "<" else True
 
 
-_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"}
+# Opcodes that push a name's value, by where the name is looked up, on Python 3.10 to 3.13:
+# 3.12 adds LOAD_FAST_CHECK (a local that may be unbound, e.g. bound in a loop or a branch),
+# LOAD_FAST_AND_CLEAR (inlined comprehensions) and LOAD_FROM_DICT_OR_* (class bodies) and drops
+# LOAD_METHOD and LOAD_CLASSDEREF; 3.13 fuses two loads into LOAD_FAST_LOAD_FAST and a store and a
+# load into STORE_FAST_LOAD_FAST, whose argval is a pair of names.
+_LOCAL_LOADS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_DEREF", "LOAD_CLASSDEREF",
+                "LOAD_CLOSURE", "LOAD_FROM_DICT_OR_DEREF"}
+_GLOBAL_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"}
+_LOADS = _LOCAL_LOADS | _GLOBAL_LOADS
 _ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
+
+
+def _loaded_names(ins) -> list[tuple[str, str]]:
+    """``(kind, name)`` for each name the instruction pushes, kind ``"local"`` or ``"global"``."""
+    if ins.opname in _LOADS and isinstance(ins.argval, str):
+        return [("local" if ins.opname in _LOCAL_LOADS else "global", ins.argval)]
+    if ins.opname == "LOAD_FAST_LOAD_FAST" and isinstance(ins.argval, tuple):
+        return [("local", n) for n in ins.argval if isinstance(n, str)]
+    if ins.opname == "STORE_FAST_LOAD_FAST" and isinstance(ins.argval, tuple) and len(ins.argval) == 2:
+        return [("local", ins.argval[1])] if isinstance(ins.argval[1], str) else []
+    return []
 
 
 @functools.lru_cache(maxsize=4096)
 def _name_chains(code: types.CodeType) -> tuple:
-    """Dotted names the code loads, e.g. ``("np", "exp")``, from its bytecode."""
+    """Dotted names the code loads, e.g. ``("global", ("np", "exp"))``, from its bytecode."""
     chains, current = [], None
     for ins in dis.get_instructions(code):
-        if ins.opname in _LOADS and isinstance(ins.argval, str):
+        loaded = _loaded_names(ins)
+        if loaded:
             if current:
                 chains.append((current[0], tuple(current[1])))
-            current = (ins.opname, [ins.argval])
+            # of two fused loads only the last can be followed by an attribute
+            chains.extend((kind, (name,)) for kind, name in loaded[:-1])
+            current = (loaded[-1][0], [loaded[-1][1]])
         elif ins.opname in _ATTRS and current is not None and isinstance(ins.argval, str):
             current[1].append(ins.argval)
         else:
@@ -544,7 +636,7 @@ _MISSING = object()
 def _resolve(frame, op: str, names: tuple):
     """The objects a chain of names reaches, following attributes of modules and classes only."""
     first = names[0]
-    if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_CLOSURE"):
+    if op == "local":
         obj = frame.f_locals.get(first, _MISSING)
     else:
         obj = frame.f_globals.get(first, _MISSING)
@@ -574,10 +666,10 @@ class _Watcher:
     def __init__(self, forbidden: _Forbidden):
         self.forbidden = forbidden
         self.hit: str | None = None
-        self._scanned: set = set()
+        self.done = False
 
     def __call__(self, frame, event, arg):
-        if self.hit is not None:
+        if self.hit is not None or self.done:
             return
         if event == "call":
             code = frame.f_code
@@ -588,12 +680,10 @@ class _Watcher:
                 # NumPy's ufuncs (np.exp, np.matmul ...) and C functions behind NumPy's dispatch
                 # (np.dot ...) are called without a profile event, so the learner's own code is
                 # searched for a reference to them, resolved to objects, whatever the name.
-                for op, names in _name_chains(code):
-                    for obj in _resolve(frame, op, names):
-                        shown = self.forbidden.which(obj, silent_only=True)
-                        if shown is not None:
-                            self.hit = shown
-                            return
+                self._scan(frame, code, ("local", "global"))
+        elif event == "return" and self.forbidden.silent and _is_learner_code(frame.f_code.co_filename):
+            # the locals bound while the function ran (at its call only the arguments were)
+            self._scan(frame, frame.f_code, ("local",))
         elif event == "c_call":
             hit = self.forbidden.objects.get(id(arg))
             shown = hit[1] if hit is not None and hit[0] is arg else None
@@ -610,17 +700,42 @@ class _Watcher:
                 self.hit = shown
 
 
+    def _scan(self, frame, code, kinds) -> None:
+        for op, names in _name_chains(code):
+            if op not in kinds:
+                continue
+            for obj in _resolve(frame, op, names):
+                # a tuple, list or dict of functions counts with its items (for f in (np.exp,) ...)
+                items = (obj.values() if isinstance(obj, dict) else obj
+                         if isinstance(obj, (tuple, list, set, frozenset)) else ())
+                for candidate in (obj, *itertools.islice(items, 64)):
+                    shown = self.forbidden.which(candidate, silent_only=True)
+                    if shown is not None:
+                        self.hit = shown
+                        return
+
+
 @contextlib.contextmanager
 def _watching(forbidden: _Forbidden):
+    """Install the watcher on this thread, on threads started in the block and (Python 3.12+) on
+    the threads already running; put the previous profilers back afterwards."""
     watcher = _Watcher(forbidden)
     if not forbidden:
         yield watcher
         return
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    all_threads = getattr(threading, "setprofile_all_threads", None)     # Python 3.12+
     sys.setprofile(watcher)
+    threading.setprofile(watcher)
+    if all_threads is not None:
+        all_threads(watcher)
     try:
         yield watcher
     finally:
+        watcher.done = True              # a thread still running later finds a silent watcher
+        if all_threads is not None:
+            all_threads(previous_threads)
+        threading.setprofile(previous_threads)
         sys.setprofile(previous)
 
 
@@ -648,6 +763,26 @@ def watch_calls(forbidden, *, name, lang: str | None = None):
         fail(name, None, _say("forbidden", lang, what=watcher.hit), lang=lang)
     if raised is not None:
         raise raised
+
+
+@contextlib.contextmanager
+def peak_memory():
+    """The peak of memory allocated while the block runs, in bytes: ``with peak_memory() as m: ...``
+    then ``m["peak"]``. NumPy's arrays count (they are traced by ``tracemalloc``)."""
+    import tracemalloc
+
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    measured: dict = {}
+    try:
+        yield measured
+    finally:
+        measured["peak"] = max(0, tracemalloc.get_traced_memory()[1] - base)
+        if not was_tracing:
+            tracemalloc.stop()
 
 
 def run_learner(fn, *args, name, label, forbidden=(), hint=None, lang: str | None = None, **kwargs):
@@ -864,11 +999,40 @@ def _only_dtype_differs(got, expected) -> bool:
         return False
 
 
+def _same_value(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same_value, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:
+        return True                       # objects that cannot be compared are not judged
+
+
+def _changed_argument(learner, case, args, kwargs) -> str | None:
+    """The name of the first argument the call changed (compared with the case's own copy)."""
+    try:
+        names = list(inspect.signature(learner).parameters)
+    except (TypeError, ValueError):
+        names = []
+    for i, (before, after) in enumerate(zip(case.args, args, strict=True)):
+        if not _same_value(before, after):
+            return names[i] if i < len(names) else f"#{i}"
+    for key in case.kwargs:
+        if not _same_value(case.kwargs[key], kwargs[key]):
+            return key
+    return None
+
+
 def check_function(learner: Callable, reference: Callable, cases, *, name, hint=None,
                    lang: str | None = None, rtol: float | None = None, atol: float | None = None,
                    check_dtype: bool = False, forbidden=(), no_loops: bool = False,
                    mistakes: Callable | None = None, dtype_hint=None,
-                   tolerance: Callable | None = None) -> None:
+                   tolerance: Callable | None = None, inputs_unchanged: bool = False) -> None:
     """Compare ``learner(*case.args, **case.kwargs)`` with ``reference(...)`` on every case.
 
     The one loop over cases that every check uses: each case's arguments are deep-copied before
@@ -887,8 +1051,10 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     lang : {"zh", "en"}, optional
         Default: the language set with :func:`set_language`.
     rtol, atol : float, optional
-        Tolerances for numeric results. Default: :func:`tolerance_for` the case's inputs and the
-        learner's result, so a float32 answer is judged as float32 and a float64 one tightly.
+        Tolerances for numeric results. Default: those of :func:`input_precision` of the case's
+        inputs, so float32 inputs are judged as float32 and float64 ones tightly (with no floating
+        input at all, those of the result's dtype). Whatever the
+        tolerance, a floating result less precise than the inputs fails (:func:`precision_reason`).
     check_dtype : bool
         Also require the same dtype.
     forbidden : iterable of callables
@@ -905,6 +1071,9 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     tolerance : callable, optional
         ``tolerance(case, got, expected) -> (rtol, atol)`` for each case, ``atol`` absolute (not
         scaled), in place of ``rtol``/``atol``: for answers whose error grows with the input.
+    inputs_unchanged : bool
+        Fail when the learner's function changed an argument (for an exercise whose text says
+        "do not change the inputs"); the arguments are compared with a copy after the call.
 
     Raises
     ------
@@ -923,15 +1092,22 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
         kwargs = copy.deepcopy(case.kwargs)
         got = run_learner(learner, *args, name=name, label=case.label, forbidden=forbidden, hint=hint,
                           lang=lang, **kwargs)
+        if inputs_unchanged:
+            which = _changed_argument(learner, case, args, kwargs)
+            if which is not None:
+                fail(name, case.label, _say("changed", lang, which=which), hint=hint, lang=lang)
         if no_loops and not loops_checked:
             # after the first call, so that an unfinished stub raises its NotImplementedError first
             assert_no_loops(learner, name=name, lang=lang)
             loops_checked = True
-        if tolerance is not None:
+        reason = precision_reason(got, case.args, case.kwargs, lang=lang)
+        if reason is None and tolerance is not None:
             c_rtol, c_atol = tolerance(case, got, expected)
             reason = _compare(got, expected, c_rtol, c_atol, False, check_dtype, lang)
-        else:
-            d_rtol, d_atol = tolerance_for(case.args, case.kwargs, got)
+        elif reason is None:
+            # float inputs decide; without any (counts, sizes), the result's own dtype does
+            needed = input_precision(case.args, case.kwargs)
+            d_rtol, d_atol = _TOLERANCES[needed] if needed in _TOLERANCES else tolerance_for(got)
             reason = _compare(got, expected, d_rtol if rtol is None else rtol,
                               d_atol if atol is None else atol, atol is None, check_dtype, lang)
         if reason:
@@ -954,3 +1130,108 @@ def check_value(got, expected, *, name, hint=None, lang: str | None = None,
     if reason:
         fail(name, _TEXT["your_answer"], reason, hint=hint, lang=lang)
     print(_say("correct", lang, name=_pick(name, lang)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks that the cells above them have not altered (best effort)
+# ---------------------------------------------------------------------------------------------
+
+_CHECKS_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = __name__.rpartition(".")[0]                      # attention_course.checks
+#: The modules a check needs, loaded afresh with it: the machinery and the registry.
+_SHARED = ("_core", "forbidden")
+
+
+_CODE: dict = {}          # path -> (mtime_ns, size, code object compiled from that file)
+
+
+def _load_file(name: str):
+    """A new module object for ``attention_course.checks.<name>``, executed from its file.
+
+    The file is compiled again whenever it changed on disk; its code object is kept otherwise
+    (compiling ``_core`` takes longer than running a check).
+    """
+    import importlib.util
+
+    path = os.path.join(_CHECKS_DIR, name.rpartition(".")[2] + ".py")
+    stat = os.stat(path)
+    cached = _CODE.get(path)
+    if cached is None or cached[:2] != (stat.st_mtime_ns, stat.st_size):
+        with open(path, "rb") as f:
+            cached = (stat.st_mtime_ns, stat.st_size, compile(f.read(), path, "exec", dont_inherit=True))
+        _CODE[path] = cached
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    exec(cached[2], module.__dict__)
+    return module
+
+
+def fresh_copy(module_name: str) -> types.ModuleType:
+    """A fresh copy of a check module, loaded from the installed file with fresh copies of the
+    check machinery (``_core``) and of the registry (``forbidden``).
+
+    Nothing an earlier cell did to the imported modules' attributes reaches it: a ``check_*``
+    replaced with ``setattr``, a patched ``check_function`` or a shortened list of forbidden
+    functions. The copy keeps the session's language and raises the one :class:`CheckFailed`.
+    This is best effort: code running in the same process can always reach further (the library
+    functions a check compares with, NumPy, the interpreter itself). The guarantee is the
+    instructor's re-check in a fresh interpreter (``instructor/recheck.py``).
+    """
+    package = sys.modules[_PACKAGE]
+    saved_modules = {leaf: sys.modules.get(f"{_PACKAGE}.{leaf}") for leaf in _SHARED}
+    saved_attrs = {leaf: package.__dict__.get(leaf, _MISSING) for leaf in _SHARED}
+    try:
+        for leaf in _SHARED:
+            fresh = _load_file(f"{_PACKAGE}.{leaf}")
+            if leaf == "_core":
+                fresh.CheckFailed = CheckFailed              # one exception class for everyone
+                fresh._language = _language
+            sys.modules[f"{_PACKAGE}.{leaf}"] = fresh        # what `from ._core import` finds
+            package.__dict__[leaf] = fresh                   # what `from . import forbidden` finds
+        return _load_file(module_name)
+    finally:
+        for leaf in _SHARED:
+            if saved_modules[leaf] is None:
+                sys.modules.pop(f"{_PACKAGE}.{leaf}", None)
+            else:
+                sys.modules[f"{_PACKAGE}.{leaf}"] = saved_modules[leaf]
+            if saved_attrs[leaf] is _MISSING:
+                package.__dict__.pop(leaf, None)
+            else:
+                package.__dict__[leaf] = saved_attrs[leaf]
+
+
+class _FreshChecks(types.ModuleType):
+    """A check module whose ``check_*`` functions come from :func:`fresh_copy` at each access."""
+
+    def __getattribute__(self, name):
+        if name.startswith("check_") and not name.startswith("check__"):
+            own = types.ModuleType.__getattribute__(self, "__name__")
+            return _shown_plainly(getattr(fresh_copy(own), name))
+        return types.ModuleType.__getattribute__(self, name)
+
+
+def _shown_plainly(check):
+    """``check``, whose unanswered stub's ``NotImplementedError`` IPython shows without the frames
+    of the check machinery (and the paths of the machine running it)."""
+    if not callable(check):
+        return check
+
+    @functools.wraps(check)
+    def call(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except NotImplementedError as exc:
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            exc._render_traceback_ = lambda: [text]
+            raise
+    return call
+
+
+def fresh_on_call(module_name: str) -> None:
+    """Make ``nbNN_checks.check_x`` (the name a notebook's import cell binds) resolve to a fresh
+    copy of the check at every call (:func:`fresh_copy`). Every check module ends with
+    ``fresh_on_call(__name__)``; a fresh copy itself (not in ``sys.modules``) is left alone."""
+    module = sys.modules.get(module_name)
+    if module is not None and sys._getframe(1).f_globals is module.__dict__:
+        module.__class__ = _FreshChecks

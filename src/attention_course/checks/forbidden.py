@@ -37,7 +37,14 @@ How a check module uses it::
                        forbidden=forbidden.of("softmax"), lang=lang)
 
 :func:`of` is called when the check runs (not at import), so the loaded outside libraries are
-those of that moment. A new check module adds nothing here unless the library gained a function:
+those of that moment. A check module ends with these two lines, so that ``nbNN_checks.check_x``
+in a notebook is taken from a fresh copy of the installed file at every call
+(:func:`~attention_course.checks._core.fresh_copy`; ``tests/test_fresh_checks.py`` fails without)::
+
+    from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+    fresh_on_call(__name__)
+ A new check module adds nothing here unless the library gained a function:
 then that function goes into its category (or into :data:`ALLOWED_EVERYWHERE` when no exercise
 could be answered by calling it).
 """

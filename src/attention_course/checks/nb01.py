@@ -167,12 +167,27 @@ def check_scores_for(fn, *, lang: str | None = None) -> None:
 
 # --------------------------------------------------------------------------- exercise 3
 def _score_increase_reference(scores, k, target):
+    """The increase found by search, not by formula: the wheel learners install holds no answer.
+
+    Word k's weight grows with the increase, so bisection on the library's softmax finds it; 200
+    halvings of a bracket of width 2^11 leave far less than float64's spacing.
+    """
     s = np.asarray(scores, dtype=float)
-    others = np.delete(s, k)
-    m = others.max()
-    # log-odds of word k: its score minus the log of the other words' total (no overflow)
-    log_odds = s[k] - (m + np.log(np.exp(others - m).sum()))
-    return float(np.log(target) - np.log1p(-target) - log_odds)
+
+    def weight(delta):
+        shifted = s.copy()
+        shifted[k] += delta
+        return softmax(shifted)[k]
+
+    lo, hi = -1.0, 1.0
+    while weight(lo) > target:
+        lo *= 2
+    while weight(hi) < target:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if weight(mid) < target else (lo, mid)
+    return float((lo + hi) / 2)
 
 
 def check_score_increase(fn, *, lang: str | None = None) -> None:
@@ -294,3 +309,8 @@ def check_zero_temperature_lookup(fn, *, lang: str | None = None) -> None:
                                "and the weights always sum to 1. Each question has its own best score; "
                                "mix the values, not the keys."},
                    forbidden=forbidden.of("softmax", "attention"), no_loops=True, lang=lang)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -17,7 +17,7 @@ from ..attention import scaled_dot_product_attention
 from ..projections import project_qkv
 from ..softmax import softmax
 from . import forbidden
-from ._core import Case, check_function, compare, fail, get_language, run_learner
+from ._core import Case, check_function, compare, fail, get_language, precision_reason, run_learner
 
 
 def _normal(seed: int, *shape, scale: float = 1.0) -> np.ndarray:
@@ -117,6 +117,10 @@ def _one_way_cases():
         Case({"zh": "float32 的 4 个词，d_model = 6，i = 2，j = 0",
               "en": "4 words in float32, d_model = 6, i = 2, j = 0"},
              (_normal(63, 4, 6).astype(np.float32), 2, 0)),
+        # far from orthogonal rows: X.T in place of the pseudo-inverse gives 0.5 / 0.5 here
+        Case({"zh": "两个方向很接近的词 [1, 0, 0] 和 [0.9, 0.3, 0]，i = 0，j = 1",
+              "en": "two words pointing almost the same way, [1, 0, 0] and [0.9, 0.3, 0], i = 0, j = 1"},
+             (np.array([[1.0, 0.0, 0.0], [0.9, 0.3, 0.0]]), 0, 1)),
     ]
 
 
@@ -150,7 +154,8 @@ def check_one_way(learner, *, lang: str | None = None) -> None:
     CheckFailed
         On the first input where the shapes are wrong, a weight is NaN, word i gives word j
         less than 0.9, or word j gives word i more than 0.1: notebook 02's sentence, random
-        words, a square X, two words, and float32 embeddings.
+        words, a square X, two words, float32 embeddings, and two words whose embeddings point
+        almost the same way.
     """
     lang = get_language(lang)
     say = {
@@ -342,6 +347,9 @@ def check_same_scores(learner, *, lang: str | None = None) -> None:
         got = run_learner(learner, *args, name=name, label=case.label, hint=hint, lang=lang)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
             fail(name, case.label, say["pair"].format(got=type(got).__name__), hint=hint, lang=lang)
+        reason = precision_reason(tuple(got), *case.args, lang=lang)
+        if reason:                                    # the one dtype rule of every check
+            fail(name, case.label, reason, hint=hint, lang=lang)
         try:
             W_Q2, W_K2 = (np.asarray(w, dtype=np.result_type(np.asarray(w), np.float32)) for w in got)
         except (TypeError, ValueError):
@@ -372,3 +380,8 @@ def check_same_scores(learner, *, lang: str | None = None) -> None:
                 fail(name, case.label, say["multiple"].format(which=which, c=c), hint=hint, lang=lang)
     print({"zh": f"✓ {name['zh']}：{len(cases)} 个测试用例全部通过",
            "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -420,3 +420,8 @@ def check_score_scale(learner, lang: str | None = None) -> None:
             fail(SCALE_NAME, label, reason, hint=SCALE_HINT, lang=lang)
     print({"zh": f"✓ {SCALE_NAME['zh']}：{len(cases)} 个测试用例全部通过",
            "en": f"✓ {SCALE_NAME['en']}: all {len(cases)} cases pass"}[lang])
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -265,3 +265,8 @@ def check_grouped_num_parameters(fn, lang=None) -> None:
     ]
     check_function(fn, _parameters_reference, cases, mistakes=_parameters_variants, name=PARAMETERS_NAME,
                    hint=PARAMETERS_HINT, forbidden=forbidden.of("layers"), lang=lang)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

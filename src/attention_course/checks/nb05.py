@@ -282,11 +282,11 @@ def check_alibi(fn, lang=None) -> None:
         weights.append(w)
     if not np.allclose(weights[0], weights[1], atol=1e-6):
         worst = float(np.abs(weights[0] - weights[1]).max())
-        fail(name, label, _t(f"整句后移之后，注意力权重变了（最多差 {worst:.3g}）：偏置用到了绝对位置，"
-                             "而不只是位置之差",
+        fail(name, label, _t(f"整句后移之后，注意力权重变了（最多差 {worst:.3g}，容差 1e-06）："
+                             "偏置用到了绝对位置，而不只是位置之差",
                              f"shifting the whole sentence changed the attention weights (by up to "
-                             f"{worst:.3g}): the bias uses absolute positions, not only their "
-                             "differences"), hint=hint, lang=lang)
+                             f"{worst:.3g}, tolerance 1e-06): the bias uses absolute positions, not only "
+                             "their differences"), hint=hint, lang=lang)
     cases = [
         Case(_t("positions=[0, 1, 2, 3]，slope=0.5", "positions=[0, 1, 2, 3], slope=0.5"),
              (np.arange(4), 0.5)),
@@ -409,3 +409,8 @@ def check_rope(fn, lang=None) -> None:
         lambda: check_function(fn, apply_rotary, cases, name=name, hint=hint, lang=lang,
                                forbidden=forbidden.of("rotary"), tolerance=_angle_tolerance(angles)),
         fn, (probe_x, np.array([2, 5, 9])), slips, lang)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

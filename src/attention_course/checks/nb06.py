@@ -10,9 +10,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..attention import scaled_dot_product_attention, sliding_window_mask
-from ..decoding import merge_softmax_states, softmax_state
+from ..decoding import attend_one, merge_softmax_states, softmax_state
 from . import forbidden
-from ._core import Case, check_function, compare, fail, get_language, run_learner, tolerance_for
+from ._core import (
+    Case,
+    check_function,
+    compare,
+    fail,
+    get_language,
+    peak_memory,
+    precision_reason,
+    run_learner,
+    tolerance_for,
+)
 from ._core import label as _t
 
 #: The KV-cache exercises forbid every attention function of the library and the running accounts.
@@ -51,9 +61,10 @@ def check_attend_new_token(fn, lang: str | None = None) -> None:
         Q = np.concatenate([np.zeros((K.shape[0] - 1, q.shape[0]), q.dtype), q[None]])   # (t, d_k)
         return scaled_dot_product_attention(Q, K, V, is_causal=True)[-1]
 
+    name = _t("用 KV 缓存算新词", "one new token from the KV cache")
     check_function(
         fn, last_row, cases,
-        name=_t("用 KV 缓存算新词", "one new token from the KV cache"),
+        name=name,
         hint=_t("新词只有一个查询，它要和缓存里的每个键比一次（包括它自己的键），"
                 "分数要缩放，softmax 要稳定；混合的是值，不是键。",
                 "the new token has one query, compared once with every cached key (its own "
@@ -61,6 +72,33 @@ def check_attend_new_token(fn, lang: str | None = None) -> None:
                 "is the values, not the keys."),
         lang=lang, forbidden=forbidden.of(*_ATTENTION),
     )
+    _check_no_square_matrix(fn, name, lang)
+
+
+#: The exercise says "no (t, t) matrix": at t = 4096 one float64 (t, t) matrix is 128 MiB.
+_LONG_CACHE, _PEAK_LIMIT_MIB = 4096, 32
+
+
+def _check_no_square_matrix(fn, name, lang) -> None:
+    """A cache of 4096 tokens with a peak-memory limit far below one (t, t) float64 matrix."""
+    lang = get_language(lang)
+    rng = np.random.default_rng(62)
+    t = _LONG_CACHE
+    q, K, V = rng.normal(size=64), rng.normal(size=(t, 64)), rng.normal(size=(t, 64))
+    label = _t(f"t = {t}（一个 (t, t) 的 float64 矩阵要 {t * t * 8 >> 20} MiB）",
+               f"t = {t} (one (t, t) float64 matrix takes {t * t * 8 >> 20} MiB)")
+    with peak_memory() as measured:
+        got = run_learner(fn, q, K, V, name=name, label=label, forbidden=forbidden.of(*_ATTENTION),
+                          lang=lang)
+    used = measured["peak"] / 2**20
+    if used > _PEAK_LIMIT_MIB:
+        fail(name, label, _t(f"内存峰值 {used:.0f} MiB，超过允许的 {_PEAK_LIMIT_MIB} MiB："
+                             "不能构造 (t, t) 矩阵",
+                             f"the peak memory was {used:.0f} MiB, above the {_PEAK_LIMIT_MIB} MiB "
+                             "allowed: build no (t, t) matrix"), lang=lang)
+    reason = compare(got, attend_one(q, K, V), lang=lang)
+    if reason:
+        fail(name, label, reason, lang=lang)
 
 
 # ---------------------------------------------------------------- exercise 2: merge two accounts
@@ -147,7 +185,10 @@ def check_merge_states(fn, lang: str | None = None) -> None:
         with np.errstate(all="ignore"):
             shift = np.exp(m - m_ref)                     # moves the learner's account onto m_ref
             on_ref = (total * shift, acc_arr * shift)
-        rtol, atol = tolerance_for(acc, a[2])
+        reason = precision_reason(acc, a[2], b[2], lang=lang)
+        if reason:
+            fail(name, case.label, reason, hint=hint, lang=lang)
+        rtol, atol = tolerance_for(a[2], b[2])             # the inputs decide, not the answer
         for part, (g, e) in zip(("l", "acc"), zip(on_ref, (l_ref, acc_ref), strict=True), strict=True):
             reason = compare(np.asarray(g, dtype=np.float64), np.asarray(e, dtype=np.float64),
                              rtol=rtol, atol=atol * max(1.0, float(np.max(np.abs(e)))), lang=lang)
@@ -186,3 +227,8 @@ def check_window_mask(fn, lang: str | None = None) -> None:
                 "as a boolean array."),
         lang=lang, forbidden=forbidden.of("masks"), no_loops=True,
     )
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -321,7 +321,7 @@ def check_adam_step(learner, lang: str | None = None) -> None:
              (*state((3, 2), 2, np.float32), 2, 1e-2, (0.9, 0.999), 1e-8)),
     ]
     check_function(learner, _reference_adam, cases, name=ADAM_NAME, hint=hint, lang=lang,
-                   forbidden=forbidden)
+                   forbidden=forbidden, inputs_unchanged=True)
 
 
 # --- exercise 4: find the planted bug with finite differences -----------------------------------
@@ -356,7 +356,7 @@ def _suspect(bug: str | None):
             w_raw, _ = bp.softmax_forward(q @ _swap(k))
             dv = _swap(w_raw) @ dout
         return dq, dk, dv
-    backward.__name__ = f"suspect_backward_{bug or 'right'}"
+    backward.__name__ = "suspect_backward"          # the same name for all: it must not tell the bug
     return backward
 
 
@@ -400,3 +400,8 @@ def check_find_bugs(learner, lang: str | None = None) -> None:
             fail(BUGS_NAME, label, reason, hint=BUGS_HINT, lang=lang)
     print({"zh": f"✓ {BUGS_NAME['zh']}：{len(SUSPECTS)} 个测试用例全部通过",
            "en": f"✓ {BUGS_NAME['en']}: all {len(SUSPECTS)} cases pass"}[lang])
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -276,3 +276,8 @@ def _as_mistakes(values):
 _induction_variants = _as_mistakes(_induction_variants_values)
 _k_variants = _as_mistakes(_k_variants_values)
 _offset_variants = _as_mistakes(_offset_variants_values)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

@@ -369,3 +369,8 @@ def check_core_share(learner, lang: str | None = None) -> None:
     ]
     check_function(learner, _reference_share, cases, name=SHARE_NAME, hint=hint, lang=lang,
                    forbidden=calls, rtol=1e-6, atol=0.0)
+
+
+from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+
+fresh_on_call(__name__)

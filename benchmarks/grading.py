@@ -1,0 +1,138 @@
+"""How long `make grade` takes for a class: 3 students × every notebook of one language, re-check included.
+
+    python benchmarks/grading.py                 # 3 students, every notebook of en
+    python benchmarks/grading.py --lang zh --students 3
+    python benchmarks/grading.py --notebooks 1   # the first notebook only: the small case the tests run
+
+The students: one returns the instructor's notebooks (every exercise right), one the blank
+hand-out (every check fails on its stub), one the hand-out with every locked check cell wrapped in
+``try/except`` (nbgrader restores them). Grading runs ``instructor/grade.py`` exactly as
+``make grade`` does (nbgrader's generate_assignment, autograde and generate_feedback, then the
+re-check in a fresh interpreter per notebook), in a new course folder.
+
+The output gives the wall time of the whole run and of the re-check alone (timed again on the
+same notebooks afterwards), the machine (CPU model, cores, BLAS) and the load average before and
+after, and the budget line: a class of 3 × all notebooks must grade in 8 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "instructor"))
+BUDGET_S = 8 * 60
+
+
+def cpu() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import numpy  # noqa: F401 - loads the BLAS that threadpool_info names
+        from threadpoolctl import threadpool_info
+        blas = ", ".join(f"{i.get('internal_api')} {i.get('architecture', '')}".strip()
+                         for i in threadpool_info() if i.get("user_api") == "blas")
+    except Exception:   # noqa: BLE001 - the header only
+        blas = "unknown"
+    return f"{model}; {os.cpu_count()} logical CPUs; BLAS: {blas or 'unknown'}"
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def wrapped(nb: dict) -> dict:
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and cell["cell_type"] == "code":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = "try:\n" + "\n".join("    " + line for line in src.splitlines()) + \
+                             "\nexcept Exception:\n    pass"
+    return nb
+
+
+def make_class(lang: str, students: int, notebooks: list[str], folder: Path) -> Path:
+    from build_student import release
+
+    every = sorted(p.name for p in (ROOT / "notebooks" / lang).glob("*.ipynb"))
+    # nbgrader takes one notebook id, or none for all of them
+    blank_dir = release(lang, folder / "release-course",
+                        None if notebooks == every else [n.removesuffix(".ipynb") for n in notebooks[:1]])
+    submitted = folder / "returned"
+    kinds = ["correct", "blank", "wrapped"]
+    for i in range(students):
+        kind = kinds[i % len(kinds)]
+        dest = submitted / f"{kind}{i // len(kinds) or ''}"
+        dest.mkdir(parents=True)
+        for name in notebooks:
+            if kind == "correct":
+                shutil.copy(ROOT / "notebooks" / lang / name, dest / name)
+            else:
+                nb = json.loads((blank_dir / name).read_text(encoding="utf-8"))
+                (dest / name).write_text(json.dumps(wrapped(nb) if kind == "wrapped" else nb),
+                                         encoding="utf-8")
+    return submitted
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lang", default="en", choices=("zh", "en"))
+    parser.add_argument("--students", type=int, default=3)
+    parser.add_argument("--notebooks", type=int, default=0, help="1: only the first notebook; 0: all")
+    parser.add_argument("--keep", help="grade into this folder and keep it (default: a temporary one)")
+    args = parser.parse_args(argv)
+    names = sorted(p.name for p in (ROOT / "notebooks" / args.lang).glob("*.ipynb"))
+    if args.notebooks not in (0, 1):
+        parser.error("--notebooks is 1 (the first notebook) or 0 (all of them)")
+    names = names[:args.notebooks] if args.notebooks else names
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grading-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {cpu()}")
+    print(f"python {platform.python_version()}; load average before: {load()}")
+    submitted = make_class(args.lang, args.students, names, folder)
+    print(f"class: {args.students} students × {len(names)} notebooks ({args.lang})")
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, str(ROOT / "instructor" / "grade.py"), str(submitted),
+                          "--out", str(folder / "course")], capture_output=True, text=True)
+    total = time.perf_counter() - start
+    print(run.stdout.strip())
+    if run.returncode not in (0, 1):
+        print(run.stderr, file=sys.stderr)
+        return run.returncode
+    import recheck
+
+    start = time.perf_counter()
+    for student in sorted(p for p in (folder / "course" / "submitted").iterdir() if p.is_dir()):
+        for path in sorted((student / args.lang).glob("*.ipynb")):
+            recheck.recheck(path, args.lang)
+    again = time.perf_counter() - start
+    print(f"\nmake grade, re-check included: {total:.1f} s")
+    print(f"the re-check alone, run again one notebook at a time: {again:.1f} s")
+    print(f"load average after: {load()}")
+    if args.students == 3 and not args.notebooks:
+        print(f"budget (3 students × all notebooks ≤ {BUDGET_S // 60} min on 2 cores): {total <= BUDGET_S}")
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,578 @@
+"""Re-check returned notebooks in a fresh interpreter: the grade that an answer cell cannot switch off.
+
+Usage:
+    python instructor/recheck.py SUBMITTED [--gradebook course/gradebook.db] [--csv FILE]
+
+SUBMITTED is nbgrader's ``submitted/`` folder (``<student>/<assignment>/<notebook>.ipynb``, the
+assignment being ``zh`` or ``en``) or make grade's input (``<student>/<notebook>.ipynb``).
+
+For each returned notebook:
+
+1. From every code cell the student wrote (the answer cells and any cell they added; never a
+   locked cell, never a cell equal to one of the course's), only what correct answers use is
+   taken, by its syntax tree: imports, function and class definitions, and names assigned a
+   constant or a lambda. No other statement of the student's runs.
+2. A fresh interpreter loads each check from the installed file first, before any of the
+   student's code exists, runs the course's own import cell and then what step 1 kept, and calls
+   each check on the student's function. Its points are the re-check's score.
+3. What looks like tampering with the check machinery is flagged for review, with the pattern that
+   matched (:data:`PATTERNS`): read from the cells' syntax, and from the interpreter's audit
+   events while the checks run (a file opened outside the student's folder, a thread or process
+   started).
+
+A function that needs a global name the re-check does not provide (a variable a demo cell
+defined, say) is reported by name: its check then fails in the re-check, not in the notebook.
+
+``make grade`` (instructor/grade.py) runs this after nbgrader's autograde and shows both scores.
+For nbgrader's own term route, run it over ``course/submitted`` after ``nbgrader autograde``;
+with ``--gradebook`` it compares with the gradebook's scores and lists every difference.
+
+Exit status: 0 when every notebook was re-checked and agrees with the gradebook (if given) with no
+flag; 1 when a score differs, a notebook is flagged, or a notebook could not be re-checked; 2 when
+the input is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_DIR = ROOT / "notebooks"
+LANGS = ("zh", "en")
+CALL = re.compile(r"^(nb\d\d)_checks\.(check_\w+)\((\w+)\)\s*$")
+IMPORT_CELL = re.compile(r"from attention_course\.checks import nb\d\d as nb\d\d_checks")
+COURSE_PACKAGE = "attention_course"
+#: How long one notebook's re-check may take, all its checks together.
+TIMEOUT = 300
+
+#: The flags, by pattern name: what each one matches.
+PATTERNS = {
+    "course module attribute": "assignment to (or setattr/delattr on) an attribute of a course module",
+    "sys.modules": "any use of sys.modules",
+    "builtins": "the builtins module or __builtins__",
+    "profiler or tracer": "sys.setprofile, sys.settrace, threading.setprofile/settrace (and *_all_threads)",
+    "thread or process": "threading, _thread, multiprocessing, concurrent.futures, subprocess, os.fork, "
+                         "os.system, os.popen, os.spawn*, os.exec*, os.posix_spawn",
+    "file outside the folder": "open, Path, np.load/np.save ... of an absolute path, ~ or .., in the "
+                               "code; or, while the checks run, any file opened outside the student's "
+                               "folder (audit events)",
+}
+
+_PROCESS_CALLS = {("os", "fork"), ("os", "forkpty"), ("os", "system"), ("os", "popen"),
+                  ("os", "posix_spawn"), ("os", "posix_spawnp")}
+_PROCESS_PREFIXES = (("os", "spawn"), ("os", "exec"))
+_THREAD_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "concurrent.futures",
+                   "subprocess"}
+_PROFILERS = {("sys", "setprofile"), ("sys", "settrace"), ("threading", "setprofile"),
+              ("threading", "settrace"), ("threading", "setprofile_all_threads"),
+              ("threading", "settrace_all_threads")}
+_FILE_CALLS = {"open", "Path", "PurePath", "load", "save", "savez", "loadtxt", "savetxt", "fromfile",
+               "genfromtxt", "read_text", "write_text", "read_bytes", "write_bytes", "read_csv"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading notebooks
+# ---------------------------------------------------------------------------------------------
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def read_notebook(path: Path) -> dict:
+    """The notebook as JSON; ``ValueError`` when it is not a readable notebook."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not a readable notebook ({type(exc).__name__}: {exc})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError("not a notebook: no list of cells")
+    return nb
+
+
+@dataclass
+class CourseNotebook:
+    """What the re-check takes from the course's own copy of a notebook."""
+
+    name: str
+    lang: str
+    import_cell: str
+    checks: list[dict]          # grade_id, module, function, answer, points
+    sources: set[str]           # every code cell's source, to leave the course's own cells out
+
+    @property
+    def max_score(self) -> float:
+        return sum(c["points"] for c in self.checks)
+
+
+def course_notebook(lang: str, name: str, notebook_dir: Path = NOTEBOOK_DIR) -> CourseNotebook:
+    nb = read_notebook(notebook_dir / lang / name)
+    code = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    import_cell = next((_source(c) for c in code if IMPORT_CELL.search(_source(c))), "")
+    checks = []
+    for cell in code:
+        meta = _meta(cell)
+        match = CALL.match(_source(cell).strip())
+        if meta.get("grade") and match:
+            module, function, answer = match.groups()
+            checks.append(dict(grade_id=meta.get("grade_id", function), module=module, function=function,
+                               answer=answer, points=float(meta.get("points", 0))))
+    return CourseNotebook(name, lang, import_cell, checks, {_source(c).strip() for c in code})
+
+
+def student_cells(nb: dict, course: CourseNotebook) -> list[tuple[int, str]]:
+    """``(cell index, source)`` of every code cell the student wrote: not locked, not the course's."""
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "code":
+            continue
+        meta, src = _meta(cell), _source(cell)
+        if meta.get("locked") or meta.get("grade"):
+            continue
+        if src.strip() in course.sources and not meta.get("solution"):
+            continue
+        out.append((i, src))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What the re-check keeps of the student's code
+# ---------------------------------------------------------------------------------------------
+
+def _is_constant(node) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_constant(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_is_constant(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return (all(k is not None and _is_constant(k) for k in node.keys)
+                and all(map(_is_constant, node.values)))
+    return False
+
+
+def kept_statement(node: ast.stmt) -> bool:
+    """Whether a top-level statement is of the kinds correct answers use."""
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value
+        return (value is not None and all(isinstance(t, ast.Name) for t in targets)
+                and (_is_constant(value) or isinstance(value, ast.Lambda)))
+    return False
+
+
+def _parse(src: str) -> ast.Module | None:
+    # IPython magics and shell lines (%time, !pip) are not Python: leave those lines out
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def kept_code(cells: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+    """The statements the re-check runs (as source) and a note for each cell that does not parse."""
+    kept, notes = [], []
+    for index, src in cells:
+        tree = _parse(src)
+        if tree is None:
+            notes.append(f"cell {index} is not valid Python; nothing of it is re-checked")
+            continue
+        kept += [ast.unparse(node) for node in tree.body if kept_statement(node)]
+    return kept, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+# ---------------------------------------------------------------------------------------------
+
+def _chain(node) -> tuple[str, ...]:
+    """``("np", "linalg", "norm")`` for ``np.linalg.norm``; () for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return (node.id, *reversed(parts))
+    if isinstance(node, ast.Call):                # Path("x").read_text: the call's own chain
+        return _chain(node.func)
+    return ()
+
+
+def _aliases(trees) -> dict[str, str]:
+    """Name in the notebook -> module it stands for (``np`` -> ``numpy``, ``nb01_checks`` -> ...)."""
+    names = {"sys": "sys", "os": "os", "threading": "threading", "builtins": "builtins"}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def _resolved(chain: tuple[str, ...], aliases: dict[str, str]) -> tuple[str, ...]:
+    if not chain:
+        return ()
+    root = aliases.get(chain[0], chain[0])
+    return (*root.split("."), *chain[1:])
+
+
+def _is_course(chain: tuple[str, ...], aliases) -> bool:
+    full = _resolved(chain, aliases)
+    return bool(full) and full[0] == COURSE_PACKAGE
+
+
+def _outside_path(value: str) -> bool:
+    return value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", value) is not None \
+        or ".." in re.split(r"[\\/]", value)
+
+
+def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict]:
+    """The flags raised by the student's cells, read from their syntax.
+
+    ``context`` is other code of the notebook (its import cell) whose imports give names their
+    meaning. Each flag is ``{"cell": index, "pattern": name in PATTERNS, "code": the line}``.
+    """
+    parsed = [(i, src, _parse(src)) for i, src in cells]
+    aliases = _aliases([t for _, _, t in parsed if t is not None]
+                       + [t for t in map(_parse, context) if t is not None])
+    found = []
+
+    def flag(index, src, node, pattern):
+        line = src.splitlines()[node.lineno - 1].strip() if hasattr(node, "lineno") else ""
+        entry = {"cell": index, "pattern": pattern, "code": line}
+        if entry not in found:
+            found.append(entry)
+
+    for index, src, tree in parsed:
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            elif isinstance(node, ast.Delete):
+                targets = node.targets
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and _is_course(_chain(sub.value), aliases):
+                        flag(index, src, node, "course module attribute")
+                    elif isinstance(sub, ast.Subscript) and _is_course(_chain(sub.value), aliases):
+                        flag(index, src, node, "course module attribute")     # X.__dict__[...] = ...
+            if isinstance(node, ast.Call):
+                chain = _resolved(_chain(node.func), aliases)
+                if chain and chain[-1] in ("setattr", "delattr") and len(chain) == 1 and node.args:
+                    if _is_course(_chain(node.args[0]), aliases) or isinstance(node.args[0], ast.Call):
+                        flag(index, src, node, "course module attribute")
+                if chain[:2] in _PROFILERS:
+                    flag(index, src, node, "profiler or tracer")
+                if chain[:2] in _PROCESS_CALLS or any(
+                        chain[:1] == p[:1] and len(chain) > 1 and chain[1].startswith(p[1])
+                        for p in _PROCESS_PREFIXES):
+                    flag(index, src, node, "thread or process")
+                if chain and chain[-1] in _FILE_CALLS:
+                    for arg in node.args[:1]:
+                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+                                and _outside_path(arg.value):
+                            flag(index, src, node, "file outside the folder")
+                    base = node.func.value if isinstance(node.func, ast.Attribute) else None
+                    if isinstance(base, ast.Call) and base.args and isinstance(base.args[0], ast.Constant) \
+                            and isinstance(base.args[0].value, str) and _outside_path(base.args[0].value):
+                        flag(index, src, node, "file outside the folder")
+            if isinstance(node, (ast.Attribute, ast.Name)):
+                chain = _resolved(_chain(node), aliases)
+                if chain[:2] == ("sys", "modules"):
+                    flag(index, src, node, "sys.modules")
+                if chain[:1] == ("builtins",) or chain[:1] == ("__builtins__",):
+                    flag(index, src, node, "builtins")
+                if chain[:2] in _PROFILERS:
+                    flag(index, src, node, "profiler or tracer")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module or ""])
+                if isinstance(node, ast.ImportFrom):
+                    for a in node.names:
+                        if (node.module, a.name) == ("sys", "modules"):
+                            flag(index, src, node, "sys.modules")
+                        if (node.module, a.name) in _PROFILERS:
+                            flag(index, src, node, "profiler or tracer")
+                for m in modules:
+                    if m.split(".")[0] == "builtins":
+                        flag(index, src, node, "builtins")
+                    if m in _THREAD_MODULES or m.split(".")[0] in _THREAD_MODULES:
+                        flag(index, src, node, "thread or process")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The fresh interpreter (this file run with --worker)
+# ---------------------------------------------------------------------------------------------
+
+def _worker() -> None:
+    """Read the job (JSON) from stdin, write the results (JSON) on the original stdout."""
+    out_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)                           # whatever the student's code prints goes nowhere
+    job = json.loads(sys.stdin.read())
+    folder = os.path.realpath(job["folder"])
+    seen: list[dict] = []
+    watching = [False]
+    allowed = [folder, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+               os.path.realpath(os.devnull), "/dev/", "/proc/", "/sys/", os.path.realpath(str(ROOT))]
+    import tempfile
+    allowed.append(os.path.realpath(tempfile.gettempdir()))
+    allowed += [os.path.realpath(p) for p in sys.path if p]
+
+    def audit(event, args):
+        if not watching[0]:
+            return
+        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.realpath(os.fsdecode(args[0]))
+            if not any(path == a or path.startswith(a.rstrip(os.sep) + os.sep) or
+                       (a.endswith("/") and path.startswith(a)) for a in allowed):
+                entry = {"pattern": "file outside the folder", "code": f"opened {path} while the checks ran"}
+                if entry not in seen:
+                    seen.append(entry)
+        elif event in ("os.system", "subprocess.Popen", "os.fork", "os.exec", "os.posix_spawn",
+                       "os.spawn", "_thread.start_new_thread"):
+            entry = {"pattern": "thread or process", "code": f"{event} while the checks ran"}
+            if entry not in seen:
+                seen.append(entry)
+
+    sys.addaudithook(audit)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.chdir(folder)
+    import contextlib
+    import io
+    import linecache
+
+    from attention_course.checks import CheckFailed, _core
+
+    # the checks, loaded before any of the student's code exists
+    checks = {}
+    for c in job["checks"]:
+        module = checks.setdefault(c["module"], _core.fresh_copy(f"attention_course.checks.{c['module']}"))
+        c["callable"] = getattr(module, c["function"])
+    results: dict = {"checks": {}, "errors": [], "missing_globals": {}, "flags": seen}
+    namespace: dict = {"__name__": "__main__"}
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        try:
+            exec(compile(job["import_cell"], "<import cell>", "exec"), namespace)
+        except BaseException as exc:           # noqa: BLE001 - reported, and the checks still run
+            results["errors"].append(f"the course's import cell raised {type(exc).__name__}: {exc}")
+        course_names = set(namespace)
+        for i, src in enumerate(job["code"]):
+            filename = f"<answer {i}>"
+            # the source stays readable, as a notebook cell's is (the loop checks read it)
+            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+            try:
+                exec(compile(src, filename, "exec"), namespace)
+            except BaseException as exc:       # noqa: BLE001
+                first = src.splitlines()[0] if src else ""
+                results["errors"].append(f"{first[:60]}: {type(exc).__name__}: {exc}")
+        results["missing_globals"] = _missing_globals(namespace, course_names)
+        watching[0] = True
+        for c in job["checks"]:
+            answer = namespace.get(c["answer"])
+            entry = {"passed": False, "points": c["points"], "message": ""}
+            if answer is None:
+                entry["message"] = f"{c['answer']} is not defined"
+            else:
+                try:
+                    c["callable"](answer, lang=job["lang"])
+                    entry["passed"] = True
+                except NotImplementedError:
+                    entry["message"] = "not answered (NotImplementedError)"
+                except CheckFailed as exc:
+                    entry["message"] = str(exc)
+                except BaseException as exc:   # noqa: BLE001 - the answer's own error
+                    entry["message"] = f"{type(exc).__name__}: {exc}"
+            results["checks"][c["grade_id"]] = entry
+        watching[0] = False
+    os.write(out_fd, json.dumps(results).encode())
+    os.close(out_fd)
+
+
+def _missing_globals(namespace: dict, course_names: set) -> dict[str, list[str]]:
+    """Functions the student defined that read a global name nobody provides, by function."""
+    import builtins
+    import dis
+    import types
+
+    missing = {}
+    for name, obj in list(namespace.items()):
+        if name in course_names or not isinstance(obj, types.FunctionType):
+            continue
+        if getattr(obj.__code__, "co_filename", "").startswith("<answer") is False:
+            continue
+        needed, stack = set(), [obj.__code__]
+        while stack:
+            code = stack.pop()
+            needed |= {ins.argval for ins in dis.get_instructions(code)
+                       if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str)}
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        absent = sorted(n for n in needed if n not in obj.__globals__ and not hasattr(builtins, n))
+        if absent:
+            missing[name] = absent
+    return missing
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-checking one notebook, and a folder of them
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Recheck:
+    """The re-check of one returned notebook."""
+
+    path: Path
+    lang: str
+    name: str
+    score: float | None = None                 # None: could not be re-checked
+    max_score: float = 0.0
+    checks: dict = field(default_factory=dict)         # grade_id -> {"passed", "points", "message"}
+    flags: list = field(default_factory=list)
+    missing_globals: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    error: str | None = None
+
+    def flag_text(self) -> str:
+        return "; ".join(sorted({f["pattern"] for f in self.flags}))
+
+
+def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout: float = TIMEOUT,
+            python: str = sys.executable) -> Recheck:
+    """Re-check one returned notebook of the ``lang`` course (its name says which notebook)."""
+    course = course or course_notebook(lang, path.name)
+    result = Recheck(path, lang, path.stem, max_score=course.max_score)
+    try:
+        nb = read_notebook(path)
+    except ValueError as exc:
+        result.error = str(exc)
+        return result
+    cells = student_cells(nb, course)
+    code, result.notes = kept_code(cells)
+    result.flags = flags_in(cells, [course.import_cell])
+    job = dict(folder=str(path.parent), lang=lang, import_cell=course.import_cell, code=code,
+               checks=[{k: c[k] for k in ("grade_id", "module", "function", "answer", "points")}
+                       for c in course.checks])
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    try:
+        run = subprocess.run([python, str(Path(__file__).resolve()), "--worker"], input=json.dumps(job),
+                             capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        result.error = f"the re-check took longer than {timeout:g} s"
+        return result
+    try:
+        out = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        result.error = f"the re-check stopped ({last})"
+        return result
+    result.checks = out["checks"]
+    result.flags += [dict(cell=None, **f) for f in out["flags"]]
+    result.missing_globals = out["missing_globals"]
+    result.notes += out["errors"]
+    result.notes += [f"{fn} needs {', '.join(names)}, which the re-check does not provide"
+                     for fn, names in out["missing_globals"].items()]
+    result.score = sum(c["points"] for c in result.checks.values() if c["passed"])
+    return result
+
+
+def returned_notebooks(submitted: Path) -> list[tuple[str, str | None, Path]]:
+    """``(student, assignment or None, path)`` for nbgrader's and make grade's layouts."""
+    found = []
+    for student in sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        for path in sorted(student.rglob("*.ipynb")):
+            if ".ipynb_checkpoints" in path.parts:
+                continue
+            parent = path.parent.name
+            found.append((student.name, parent if parent in LANGS else None, path))
+    return found
+
+
+def gradebook_scores(db: Path) -> dict[tuple[str, str, str], float]:
+    """``(student, assignment, notebook) -> score`` from nbgrader's gradebook (its Python API)."""
+    from nbgrader.api import Gradebook
+
+    scores = {}
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for assignment in gb.assignments:
+            for nb in assignment.notebooks:
+                for sub in gb.notebook_submissions(nb.name, assignment.name):
+                    scores[(sub.student.id, assignment.name, nb.name)] = sub.score
+    return scores
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--worker"]:
+        _worker()
+        return 0
+    parser = argparse.ArgumentParser(description="Re-check returned notebooks in a fresh interpreter.")
+    parser.add_argument("submitted", help="nbgrader's submitted/ folder, or make grade's input folder")
+    parser.add_argument("--gradebook", help="nbgrader's gradebook.db, to compare with its scores")
+    parser.add_argument("--csv", help="write one row per notebook here")
+    args = parser.parse_args(argv)
+    submitted = Path(args.submitted)
+    if not submitted.is_dir():
+        print(f"error: {submitted} is not a folder", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from grade import language_of
+
+    graded = gradebook_scores(Path(args.gradebook)) if args.gradebook else {}
+    rows, attention = [], False
+    for student, assignment, path in returned_notebooks(submitted):
+        lang = assignment or language_of(path)
+        if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
+            rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",
+                             max_score="", notebook_score="", differs="", flags="",
+                             notes="unreadable, or not a notebook of the course"))
+            attention = True
+            continue
+        r = recheck(path, lang)
+        before = graded.get((student, lang, path.stem))
+        differs = r.score is not None and before is not None and abs(before - r.score) > 1e-9
+        attention |= bool(differs or r.flags or r.error)
+        rows.append(dict(student=student, assignment=lang, notebook=path.stem,
+                         recheck="error" if r.score is None else f"{r.score:g}", max_score=f"{r.max_score:g}",
+                         notebook_score="" if before is None else f"{before:g}",
+                         differs="yes" if differs else "", flags=r.flag_text(),
+                         notes="; ".join(([r.error] if r.error else []) + r.notes)))
+    fields = ["student", "assignment", "notebook", "recheck", "max_score", "notebook_score", "differs",
+              "flags", "notes"]
+    for row in rows:
+        notes = f"  ({row['notes']})" if row["notes"] else ""
+        print("  ".join(str(row[k]) for k in fields[:8] if row[k] != "") + notes)
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return 1 if attention else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
