@@ -18,7 +18,7 @@ UNIT := -m "not slow and not integration and not browser"
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lab test test-fast test-pythons test-notebooks test-browser notebooks student \
-	grade figures bench reference lock clean
+	grade bench-grading figures bench reference lock clean
 
 ## make help: this list.
 help:
@@ -76,11 +76,18 @@ notebooks: $(DEV_STAMP)
 student: $(DEV_STAMP)
 	$(PY) instructor/build_student.py --out build/student
 
-## make grade SUBMITTED=folder (one subfolder per student): nbgrader generate_assignment, autograde,
-##   generate_feedback in build/grade/; prints a table by student and notebook, writes
-##   build/grade/grades.csv. Guide: docs/instructors.md.
+## make grade SUBMITTED=folder [GRADE_FLAGS="--student bob"] (one subfolder per student): nbgrader
+##   autograde and feedback, then the out-of-process re-check, which is the grade, in build/grade/
+##   (kept between runs: --student / --notebook regrade only those). Prints a table by student and
+##   notebook, writes build/grade/grades.csv. make itself exits 2 on any failure, so grade.py's own
+##   status (1: graded with problems, 2: unusable input) is printed in make's "Error N" line and
+##   written to build/grade/exit-status. Guide: docs/instructors.md, docs/grading.md.
 grade: $(DEV_STAMP)
-	$(PY) instructor/grade.py $(SUBMITTED)
+	$(PY) instructor/grade.py $(SUBMITTED) $(GRADE_FLAGS)
+
+## make bench-grading: 3 students x every notebook of one language through the grading, re-check included.
+bench-grading: $(DEV_STAMP)
+	$(PY) benchmarks/grading.py --lang en
 
 ## make figures: regenerate every image in figures/ from the library's plotting functions.
 figures: $(DEV_STAMP)

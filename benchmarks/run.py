@@ -8,7 +8,7 @@ notebook (both languages), the way a learner runs them.
     python benchmarks/run.py --variants fast torch   # only these two next to the floor
     python benchmarks/run.py --help          # sizes, repeats, output folder, skipping parts
 
-`make bench` first installs what this compares against (benchmarks/requirements.txt) and runs
+`make bench` first installs what this compares against (dependency group bench) and runs
 this script with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so that NumPy's OpenBLAS picks
 the kernel a user's CPU would get; the header says which kernel it ran.
 

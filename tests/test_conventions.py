@@ -44,24 +44,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*/*.ipynb"))
 # ------------------------------------------------------------------------------ known cases
 #: (test, file relative to the repository, cell index or None) -> why it fails today.
 #: Only files another part of the work owns; each is a strict xfail.
-KNOWN = {
-    ("goal_words", "README.md", None):
-        "the README's bench summary lists targets and met / NOT met",
-    ("goal_words", "figures/bench_attention_en.md", None):
-        "the stored bench table lists targets, (≤ 0.8) thresholds and met / NOT met",
-    ("goal_words", "figures/bench_attention_zh.md", None):
-        "the stored bench table lists 目标, (≤ 0.8) thresholds and 达标 / 未达标",
-    ("one_based", "notebooks/zh/07_learned_attention.ipynb", None):
-        "cell 27 prints 第 1 层 / 第 2 层 for the layers 0 and 1 (the English says layer 1 / 2)",
-    ("weight_range", "notebooks/en/05_positional_encoding.ipynb", 9):
-        "weights drawn with vmax=top, not 0-1, and no colour-bar label",
-    ("weight_range", "notebooks/zh/05_positional_encoding.ipynb", 9):
-        "weights drawn with vmax=top, not 0-1, and no colour-bar label",
-    ("weight_range", "notebooks/en/05_positional_encoding.ipynb", 34):
-        "weights drawn with vmax=top, not 0-1, and no colour-bar label",
-    ("weight_range", "notebooks/zh/05_positional_encoding.ipynb", 34):
-        "weights drawn with vmax=top, not 0-1, and no colour-bar label",
-}
+KNOWN: dict = {}
 
 
 def case(test: str, path: Path | str, cell: int | None = None):
@@ -100,11 +83,7 @@ def test_the_one_based_scan_finds_what_it_should(text, found):
 
 
 #: Widgets of another part of the work that fail a check today: (id, lang, test) -> why.
-KNOWN_WIDGETS = {
-    ("nb07.TrainingExplorer", "zh", "one_based"):
-        "its head and layer labels read 第 1 层 / 第 1 个头 for layer 0 / head 0 "
-        "(the English says 'layer 2, head 1' for the second layer's first head)",
-}
+KNOWN_WIDGETS: dict = {}
 
 
 def course_explorers(test: str):

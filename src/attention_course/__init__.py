@@ -13,6 +13,7 @@ tests/test_library_map.py, fails when one is missing):
 - :mod:`.cost` - how many operations and how much memory attention needs (06)
 - :mod:`.chunked` - exact attention in blocks with an online softmax (06)
 - :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (06)
+- :mod:`.thread_pool` - the few persistent threads that :mod:`.fast` splits its blocks over (06)
 - :mod:`.decoding` - one token at a time against a KV cache (06)
 - :mod:`.backprop` - forward/backward pairs of every layer, CS231n style (07)
 - :mod:`.optim` - Adam (07)

@@ -18,16 +18,21 @@ FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 _trust = threading.local()
 
 
+def finite_assumed() -> bool:
+    """Whether this thread is inside :func:`assume_finite`."""
+    return getattr(_trust, "finite", False)
+
+
 @contextmanager
 def assume_finite():
-    """Within this block (on this thread), skip the NaN/inf scan of :func:`as_float_array`.
+    """Within this block (on this thread), skip the NaN/inf scans of :func:`as_float_array` and softmax.
 
     For loops that call the checked functions thousands of times on arrays they made themselves,
     such as :func:`attention_course.tiny_model.train`: their inputs were checked once at the
     boundary, and a scan per call would cost a quarter of a training step. Types, dtypes and
     shapes are still checked.
     """
-    before = getattr(_trust, "finite", False)
+    before = finite_assumed()
     _trust.finite = True
     try:
         yield
@@ -57,8 +62,7 @@ def as_float_array(x, name: str, *, min_ndim: int = 1, allow_nonfinite: bool = F
         raise ValueError(
             f"{name} must have at least {min_ndim} axes; got shape {arr.shape}"
         )
-    if not allow_nonfinite and arr.size and not getattr(_trust, "finite", False) \
-            and not np.isfinite(arr).all():
+    if not allow_nonfinite and arr.size and not finite_assumed() and not np.isfinite(arr).all():
         bad = "NaN" if np.isnan(arr).any() else "inf"
         raise ValueError(f"{name} contains {bad}; attention needs finite inputs")
     return arr

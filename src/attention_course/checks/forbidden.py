@@ -133,6 +133,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "pretrained.repeated_random_tokens", "pretrained.token_losses",
     "gguf_file.GGUFError", "gguf_file.GGUFFile", "gguf_file.TensorInfo", "gguf_file.read_gguf",
     "gguf_file.dequantize",
+    "thread_pool.available_cpus", "thread_pool.blas_one_thread", "thread_pool.run_shared",
 )
 
 

@@ -140,11 +140,11 @@ def _k_variants_values(E, W_Q, W_K, W_V0, W_O0):
     right = _reference_k_composition(E, W_Q, W_K, W_V0, W_O0)
     variants = [
         (right.T, _label(
-            "表转置了：行是查询的词（E W_Q），列是被第 0 层写进去的词。",
+            "表转置了：行是查询的词（E W_Q），列是被层 0 写进去的词。",
             "The table is transposed: rows are the query's token (E W_Q), columns the token that "
             "layer 0 wrote into the key's position.")),
         ((E @ W_Q) @ (E @ W_K).T, _label(
-            "这是 07 那张直接的查询-键表：少了第 0 层那一步 E W_V⁽⁰⁾ W_O⁽⁰⁾，它把前一个词写进了键的位置。",
+            "这是 07 那张直接的查询-键表：少了层 0 那一步 E W_V⁽⁰⁾ W_O⁽⁰⁾，它把前一个词写进了键的位置。",
             "This is 07's direct query-key table: it misses layer 0's step E W_V⁽⁰⁾ W_O⁽⁰⁾, which "
             "wrote the previous token into the key's position.")),
     ]
@@ -158,8 +158,8 @@ def _k_variants_values(E, W_Q, W_K, W_V0, W_O0):
 
 K_NAME = _label("练习 2（K 组合表）", "Exercise 2 (the K-composition table)")
 K_HINT = _label(
-    "查询一侧是 E W_Q（第 1 层的头）；键一侧是第 0 层的头写进残差流的东西 E W_V⁽⁰⁾ W_O⁽⁰⁾，"
-    "再经过第 1 层的 W_K。形状：E (vocab, d_model)，W_Q、W_K (d_model, d_k)，W_V⁽⁰⁾ (d_model, d_k)，"
+    "查询一侧是 E W_Q（层 1 的头）；键一侧是层 0 的头写进残差流的东西 E W_V⁽⁰⁾ W_O⁽⁰⁾，"
+    "再经过层 1 的 W_K。形状：E (vocab, d_model)，W_Q、W_K (d_model, d_k)，W_V⁽⁰⁾ (d_model, d_k)，"
     "W_O⁽⁰⁾ (d_k, d_model)；结果 (vocab, vocab)。",
     "The query side is E W_Q (the layer-1 head); the key side is what layer 0's head writes into "
     "the residual stream, E W_V⁽⁰⁾ W_O⁽⁰⁾, read through layer 1's W_K. Shapes: E (vocab, d_model), "

@@ -36,7 +36,7 @@ TEXT = {
         "key": "键（被看的词）",
         "loss": "损失（每步一批）",
         "step": "步",
-        "layer_head": "第 {layer} 层第 {head} 个头",
+        "layer_head": "层 {layer} 头 {head}",
         "map_title": "{where}，第 {step} 步",
         "curve_title": "第 {step}/{steps} 步：损失 {loss:.2f}，准确率 {acc:.1%}",
         "book": "书",
