@@ -285,7 +285,7 @@ def test_task_picks_the_run_and_heads_count_from_0(runs):
 
 
 def test_labels_and_figure_in_both_languages(runs):
-    for lang, word, head in (("zh", "查 ", "第 0 层第 0 个头"), ("en", "find ", "layer 0, head 0")):
+    for lang, word, head in (("zh", "查 ", "层 0 头 0"), ("en", "find ", "layer 0, head 0")):
         ex = widgets.TrainingExplorer(lang=lang, runs=runs, task="library")
         assert ex.data["rows"][0].startswith(word)
         assert all(":" in c for c in ex.data["cols"])

@@ -30,7 +30,8 @@ import numpy as np
 
 __all__ = [
     "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "fresh_copy", "fresh_on_call", "get_language", "input_precision", "label", "peak_memory",
+    "fail", "fresh_copy", "fresh_on_call", "get_language", "input_precision", "label", "matching_hint",
+    "peak_memory",
     "precision_reason", "run_learner", "set_language", "tolerance_for", "watch_calls",
 ]
 
@@ -1226,6 +1227,40 @@ def _shown_plainly(check):
             exc._render_traceback_ = lambda: [text]
             raise
     return call
+
+
+
+def matching_hint(learner, args, variants, default, forbidden=(), *, rtol: float = 1e-6,
+                  atol: float = 1e-9):
+    """The hint of the first known mistake that ``learner(*args)`` reproduces, else ``default``.
+
+    ``variants`` is a list of ``(wrong, hint)``: ``wrong`` is what that mistake returns for
+    ``args`` (an array, a number, or a tuple of them), compared to ``rtol`` / ``atol``. A learner
+    that raises anything but ``NotImplementedError`` gets ``default``.
+    """
+    def close(got, wrong) -> bool:
+        try:
+            if isinstance(wrong, tuple):
+                return (isinstance(got, (tuple, list)) and len(got) == len(wrong)
+                        and all(close(g, w) for g, w in zip(got, wrong, strict=True)))
+            g, w = np.asarray(got, dtype=np.float64), np.asarray(wrong, dtype=np.float64)
+            return g.shape == w.shape and bool(np.allclose(g, w, rtol=rtol, atol=atol))
+        except Exception:
+            return False
+
+    if not callable(learner):
+        return default
+    try:
+        with np.errstate(all="ignore"):
+            got = run_learner(learner, *args, name="", label="", forbidden=forbidden)
+    except NotImplementedError:
+        raise
+    except Exception:
+        return default
+    for wrong, hint in variants:
+        if close(got, wrong):
+            return hint
+    return default
 
 
 def fresh_on_call(module_name: str) -> None:

@@ -15,40 +15,11 @@ import numpy as np
 from .. import backprop as bp
 from ..optim import Adam
 from . import forbidden as _forbidden
-from ._core import Case, check_function, fail, get_language, run_learner
+from ._core import Case, check_function, fail, get_language, matching_hint, run_learner
 from ._core import label as _label
 
 __all__ = ["check_adam_step", "check_find_bugs", "check_masked_attention_backward",
            "check_scale_gradient"]
-
-
-def _close(got, wrong) -> bool:
-    """``got`` equals ``wrong`` (a tuple of arrays or one array/number) to 1e-6."""
-    try:
-        if isinstance(wrong, tuple):
-            return (isinstance(got, (tuple, list)) and len(got) == len(wrong)
-                    and all(_close(g, w) for g, w in zip(got, wrong, strict=True)))
-        g, w = np.asarray(got, dtype=np.float64), np.asarray(wrong, dtype=np.float64)
-        return g.shape == w.shape and bool(np.allclose(g, w, rtol=1e-6, atol=1e-9))
-    except Exception:
-        return False
-
-
-def _matching_hint(learner, args, variants, default, forbidden=()):
-    """The hint of the first known mistake that ``learner(*args)`` reproduces, else ``default``."""
-    if not callable(learner):
-        return default
-    try:
-        with np.errstate(all="ignore"):
-            got = run_learner(learner, *args, name="", label="", forbidden=forbidden)
-    except NotImplementedError:
-        raise
-    except Exception:
-        return default
-    for wrong, hint in variants:
-        if _close(got, wrong):
-            return hint
-    return default
 
 
 def _qkv(seed, L, S, d_k, d_v, batch=(), dtype=np.float64):
@@ -146,7 +117,7 @@ def check_masked_attention_backward(learner, lang: str | None = None) -> None:
     forbidden = _forbidden.of("backward", "softmax_backward")
     causal4 = np.tril(np.ones((4, 4), dtype=bool))
     probe = (*_qkv(11, 4, 4, 4, 3), causal4)
-    hint = _matching_hint(learner, probe, _backward_variants(*probe), BACKWARD_HINT, forbidden)
+    hint = matching_hint(learner, probe, _backward_variants(*probe), BACKWARD_HINT, forbidden)
     rng = np.random.default_rng(3)
     ragged = rng.random((3, 5)) < 0.6
     ragged[:, 0] = True
@@ -222,7 +193,7 @@ def check_scale_gradient(learner, lang: str | None = None) -> None:
     """
     forbidden = _forbidden.of("gradient_check", "backward")
     probe = (*_qkv(21, 3, 4, 4, 2), 0.5)
-    hint = _matching_hint(learner, probe, _scale_variants(*probe), SCALE_HINT, forbidden)
+    hint = matching_hint(learner, probe, _scale_variants(*probe), SCALE_HINT, forbidden)
     cases = [
         Case(_label("scale = 1/√d_k，d_k = 4", "scale = 1/√d_k, d_k = 4"), (*_qkv(0, 3, 4, 4, 2), 0.5)),
         Case(_label("scale = 1（不缩放），d_k = 8", "scale = 1 (unscaled), d_k = 8"),
@@ -307,7 +278,7 @@ def check_adam_step(learner, lang: str | None = None) -> None:
         return p, g, m, v
 
     probe = (*state((3,), 2), 2, 0.01, (0.9, 0.999), 1e-8)
-    hint = _matching_hint(learner, probe, _adam_variants(*probe), ADAM_HINT, forbidden)
+    hint = matching_hint(learner, probe, _adam_variants(*probe), ADAM_HINT, forbidden)
     cases = [
         Case(_label("第 1 步（t = 1），m = v = 0", "first step (t = 1), m = v = 0"),
              (*state((4,), 1), 1, 1e-3, (0.9, 0.999), 1e-8)),

@@ -16,37 +16,10 @@ from .. import pretrained
 from ..grouped import grouped_query_attention
 from ..positional import apply_rotary
 from . import forbidden
-from ._core import Case, check_function, fail, get_language, run_learner
+from ._core import Case, check_function, fail, get_language, matching_hint, run_learner
+from ._core import label as _label
 
 __all__ = ["check_core_share", "check_induction_score", "check_layer_attention"]
-
-
-def _label(zh: str, en: str) -> dict:
-    return {"zh": zh, "en": en}
-
-
-def _close(got, wrong) -> bool:
-    try:
-        g, w = np.asarray(got, dtype=np.float64), np.asarray(wrong, dtype=np.float64)
-        return g.shape == w.shape and bool(np.allclose(g, w, rtol=1e-5, atol=1e-7))
-    except Exception:
-        return False
-
-
-def _hint(learner, args, variants, default, forbidden_calls=()):
-    if not callable(learner):
-        return default
-    try:
-        with np.errstate(all="ignore"):
-            got = run_learner(learner, *args, name="", label="", forbidden=forbidden_calls)
-    except NotImplementedError:
-        raise
-    except Exception:
-        return default
-    for wrong, hint in variants:
-        if _close(got, wrong):
-            return hint
-    return default
 
 
 # --- exercise 1: one layer's attention from the raw weights ---------------------------------------
@@ -155,7 +128,7 @@ def check_layer_attention(learner, lang: str | None = None) -> None:
             "没做 RoPE：q 和 k 在打分前都要按位置旋转。", "No RoPE: q and k must be rotated by "
             "position before the scores.")),
     ]
-    hint = _hint(learner, probe, variants, LAYER_HINT, calls)
+    hint = matching_hint(learner, probe, variants, LAYER_HINT, calls, rtol=1e-5, atol=1e-7)
     cases = [
         Case(_label("T = 6，E = 16，H = 4 个查询头，G = 2 个键/值头",
                     "T = 6, E = 16, H = 4 query heads, G = 2 key/value heads"),
@@ -260,7 +233,7 @@ def check_induction_score(learner, lang: str | None = None) -> None:
             "You measure heads that look at the previous token (t - 1): the circuit's first "
             "step, not the induction head.")),
     ]
-    hint = _hint(learner, (probe_maps, 12), variants, INDUCTION_HINT, calls)
+    hint = matching_hint(learner, (probe_maps, 12), variants, INDUCTION_HINT, calls, rtol=1e-5, atol=1e-7)
     passed = 0
     for seed, n_layers, H, period in settings:
         maps, expected = _synthetic_maps(seed, n_layers, H, period)
@@ -360,7 +333,7 @@ def check_core_share(learner, lang: str | None = None) -> None:
             "核心的运算量随 T² 增长，不是随 T：每个查询都要和每个键打分。",
             "The core grows with T², not T: every query is scored against every key.")),
     ]
-    hint = _hint(learner, probe, variants, SHARE_HINT, calls)
+    hint = matching_hint(learner, probe, variants, SHARE_HINT, calls, rtol=1e-5, atol=1e-7)
     cases = [
         Case(_label("SmolLM2，T = 64", "SmolLM2, T = 64"), (smol, 64)),
         Case(_label("SmolLM2，T = 4096", "SmolLM2, T = 4096"), (smol, 4096)),
