@@ -12,6 +12,7 @@ from matplotlib import pyplot as plt
 
 import attention_course
 from attention_course import project_qkv, softmax
+from attention_course.checks import CheckFailed
 from attention_course.checks import nb02 as nb02_checks
 from attention_course.widgets import nb02
 from notebook_tools import failure, load_solutions
@@ -298,11 +299,17 @@ def same_scores_as_lists(W_Q, W_K):
 
 
 @pytest.mark.parametrize("right", [same_scores_by_rotation, same_scores_by_column_scales,
-                                   same_scores_in_float32, same_scores_as_lists],
-                         ids=["rotation", "column scales", "float32", "lists"])
+                                   same_scores_as_lists],
+                         ids=["rotation", "column scales", "lists"])
 def test_same_scores_accepts_other_correct_answers(right, capsys):
     nb02_checks.check_same_scores(right, lang="en")
     assert capsys.readouterr().out.startswith("✓")
+
+
+def test_same_scores_refuses_a_float32_pair_for_float64_inputs():
+    # the one dtype rule of every check: the result is at least as precise as the inputs
+    with pytest.raises(CheckFailed, match="less precise than the inputs"):
+        nb02_checks.check_same_scores(same_scores_in_float32, lang="en")
 
 
 @pytest.mark.parametrize("wrong, fragment", [
