@@ -581,11 +581,16 @@ def picture_digest(page, widget_id: str) -> str:
     return page.evaluate(JS_PICTURE_DIGEST, widget_id)
 
 
+MAX_NOTCHES = 30          # how far check_drag steps away looking for another picture
+NOTCH_WAIT_MS = 3000      # how long it waits for one notch's picture before stepping on
+
+
 def check_drag(page, widget_id: str, control: dict, timeout_ms: int) -> tuple[str, str | None]:
     """Drag the slider fast; the picture it ends on must be the one of its final value.
 
-    The one of its final value: what the widget shows after the slider is stepped one notch
-    away and back to that value, each step waited for. No time is asserted.
+    The one of its final value: what the widget shows after the slider is stepped away, notch by
+    notch until the picture changes (neighbouring values may share a picture, as checkpoints of a
+    training run do), and back by as many notches. No time is asserted.
     Returns what was done and the problem found, if any.
     """
     before = output_state(page, widget_id)["signature"]
@@ -601,13 +606,25 @@ def check_drag(page, widget_id: str, control: dict, timeout_ms: int) -> tuple[st
     now = float(handle.get_attribute("aria-valuenow"))
     top = float(handle.get_attribute("aria-valuemax"))
     keys = ("ArrowLeft", "ArrowRight") if now >= top else ("ArrowRight", "ArrowLeft")
-    for key in keys:
-        old = output_state(page, widget_id)["signature"]
-        handle.focus()
-        handle.press(key)
-        if not wait_output_changed(page, widget_id, old, timeout_ms):
-            return action, (f"stepping {key} after the drag did not change the picture within "
-                            f"{timeout_ms / 1000:.0f} s")
+    away, toward = keys
+    old = output_state(page, widget_id)["signature"]
+    handle.focus()
+    for notches in range(1, MAX_NOTCHES + 1):
+        handle.press(away)
+        patience = timeout_ms if notches == MAX_NOTCHES else min(timeout_ms, NOTCH_WAIT_MS)
+        if wait_output_changed(page, widget_id, old, patience):
+            break
+    else:
+        return action, (f"stepping {away} {MAX_NOTCHES} times after the drag did not change the "
+                        f"picture within {timeout_ms / 1000:.0f} s")
+    wait_settled(page, widget_id)
+    old = output_state(page, widget_id)["signature"]
+    handle.focus()
+    for _ in range(notches):
+        handle.press(toward)
+    if not wait_output_changed(page, widget_id, old, timeout_ms):
+        return action, (f"stepping {toward} {notches} times back did not change the picture "
+                        f"within {timeout_ms / 1000:.0f} s")
     wait_settled(page, widget_id)
     back = slider_readout(page, control)
     if back != final:

@@ -125,6 +125,12 @@ def encode_png(rgba: np.ndarray, compress_level: int = 1) -> bytes:
             + _png_chunk(b"IEND", b""))
 
 
+
+def _linespacing(text) -> float:
+    """A Text's line spacing: matplotlib 3.9 and 3.10 have no ``get_linespacing`` (3.11 has)."""
+    getter = getattr(text, "get_linespacing", None)
+    return getter() if getter else text._linespacing
+
 class TextSprites:
     """Each text drawn once, then pasted: the same words at the same place cost a copy.
 
@@ -171,7 +177,7 @@ class TextSprites:
         key = (artist.get_text(), hash(artist.get_fontproperties()),
                to_rgba(artist.get_color(), artist.get_alpha()), artist.get_rotation(),
                artist.get_horizontalalignment(), artist.get_verticalalignment(),
-               artist.get_rotation_mode(), artist.get_linespacing(), renderer.dpi,
+               artist.get_rotation_mode(), _linespacing(artist), renderer.dpi,
                round(x - ix, 6), round(y - iy, 6))
         sprite = self._cache.get(key)
         if sprite is None:
