@@ -249,3 +249,74 @@ def test_training_that_diverges_stops_with_the_step_and_lr_named():
     model.loss_and_grads = lambda batch: (float("nan"), real(batch)[1])    # as a diverged run would
     with pytest.raises(FloatingPointError, match=r"step 0.*lr=0\.01"):
         train(model, partial(tasks.library_batch, batch_size=8), 3, lr=0.01)
+
+
+def checked_loop(model, make_batch, steps, lr, seed):
+    """What train does, every step through the public, checked functions."""
+    from attention_course.optim import Adam
+
+    rng, optimizer, losses = np.random.default_rng(seed), Adam(model.params, lr=lr), []
+    for step in range(steps + 1):
+        batch = make_batch(rng)
+        if step == steps:
+            losses.append(model.loss(batch))
+            break
+        loss, grads = model.loss_and_grads(batch)
+        losses.append(loss)
+        optimizer.step(grads)
+    return np.array(losses), model.params
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (AttentionOnlyModel(16, d_model=16, n_layers=2, n_heads=1, d_k=16, max_len=12, seed=3),
+             partial(tasks.repeat_batch, batch_size=8, length=12)),
+    lambda: (AttentionOnlyModel(8, n_classes=64, d_model=16, n_heads=2, positional="sinusoidal",
+                                max_len=10, seed=1), partial(tasks.previous_two_batch, batch_size=8)),
+    lambda: (AttentionOnlyModel(16, d_model=16, positional="none", causal=False, scale=False, seed=2),
+             partial(tasks.previous_token_batch, batch_size=8)),
+    lambda: (LibraryModel(d_model=16, d_k=8, seed=4), partial(tasks.library_batch, batch_size=8)),
+    lambda: (LibraryModel(d_model=16, d_k=8, scale=False, embed_std=0.1, seed=5),
+             partial(tasks.library_batch, batch_size=8)),
+])
+def test_train_gives_the_numbers_of_the_checked_functions_bit_for_bit(make):
+    # train checks the first step and runs the later ones unchecked with a flat Adam step: the
+    # same arithmetic, so every loss and every weight must be equal, not just close.
+    model, make_batch = make()
+    original = dict(model.params)
+    run = train(model, make_batch, 30, lr=1e-2, seed=7, n_checkpoints=4)
+    reference, ref_params = checked_loop(make()[0], make_batch, 30, lr=1e-2, seed=7)
+    assert np.array_equal(run.loss, reference)
+    assert run.model.params.keys() == ref_params.keys()
+    for name, p in run.model.params.items():
+        assert p is original[name]                     # the model's own arrays, updated in place
+        assert p.flags.c_contiguous and p.flags.writeable
+        assert np.array_equal(p, ref_params[name]), name
+
+
+def test_unchecked_passes_equal_the_checked_ones_on_one_step():
+    from attention_course import backprop as bp
+
+    model = AttentionOnlyModel(16, d_model=16, n_layers=2, n_heads=2, max_len=12, seed=0)
+    batch = tasks.repeat_batch(0, 8, length=12)
+    loss_c, grads_c = model.loss_and_grads(batch, bp.CHECKED)
+    loss_u, grads_u = model.loss_and_grads(batch, bp.UNCHECKED)
+    assert loss_c == loss_u
+    assert all(np.array_equal(grads_c[n], grads_u[n]) and grads_u[n].dtype == np.float32 for n in grads_c)
+
+
+def test_a_failing_run_gives_the_model_its_own_arrays_back():
+    model = AttentionOnlyModel(16, d_model=16, max_len=12, seed=0)
+    original, calls = dict(model.params), []
+
+    def make_batch(rng):                      # a batch maker that fails at step 5
+        calls.append(1)
+        if len(calls) > 5:
+            raise RuntimeError("no more batches")
+        return tasks.repeat_batch(rng, 4, length=12)
+
+    with pytest.raises(RuntimeError, match="no more batches"):
+        train(model, make_batch, 50, lr=1e-2, eval_batch=tasks.repeat_batch(1, 4, length=12))
+    assert all(model.params[n] is original[n] for n in original)
+    reference, ref_params = checked_loop(AttentionOnlyModel(16, d_model=16, max_len=12, seed=0),
+                                         partial(tasks.repeat_batch, batch_size=4, length=12), 5, 1e-2, 0)
+    assert all(np.array_equal(model.params[n], ref_params[n]) for n in original)   # after 5 steps

@@ -202,17 +202,34 @@ def scaled_dot_product_attention(
     if is_causal:
         mask = causal_mask(q.shape[-2], k.shape[-2])
     q, k, v = (a.astype(cdtype, copy=False) for a in (q, k, v))
-    scores = (q @ np.swapaxes(k, -1, -2)) * cdtype.type(scale)       # (..., L, S)
+    out, weights = _attend(q, k, v, mask, scale)
+    out = out.astype(dtype, copy=False)                               # (..., L, Ev)
+    if return_weights:
+        return out, weights.astype(dtype, copy=False)
+    return out
+
+
+def _attend(q, k, v, mask, scale: float, normalise=softmax):
+    """The arithmetic of :func:`scaled_dot_product_attention` on inputs it has checked.
+
+    ``q, k, v`` share one float32/float64 dtype; ``mask`` is None, boolean or floating in that
+    dtype; ``scale`` a Python float. ``normalise`` is the row softmax: :func:`softmax` (which
+    checks the scores) here, :func:`attention_course.softmax._softmax_rows` in the training
+    loop of :mod:`attention_course.backprop`, which made the inputs itself.
+
+    Returns
+    -------
+    out : ndarray, shape (..., L, Ev)
+    weights : ndarray, shape (..., L, S)
+    """
+    scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(scale)       # (..., L, S)
     if mask is not None:
         if mask.dtype == np.bool_:
             scores = np.where(mask, scores, -np.inf)
         else:
             scores = scores + mask
-    weights = softmax(scores, axis=-1)                                # (..., L, S)
-    out = (weights @ v).astype(dtype, copy=False)                     # (..., L, Ev)
-    if return_weights:
-        return out, weights.astype(dtype, copy=False)
-    return out
+    weights = normalise(scores, axis=-1)                              # (..., L, S)
+    return weights @ v, weights
 
 
 def sliding_window_mask(L: int, window: int, S: int | None = None, causal: bool = False):

@@ -19,6 +19,10 @@ refused: these passes are written and tested for float32 and float64 only.
 
 from __future__ import annotations
 
+import math
+from functools import partial
+from types import SimpleNamespace
+
 import numpy as np
 
 from ._validate import (
@@ -29,9 +33,9 @@ from ._validate import (
     positive_int,
     resolve_scale,
 )
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import _attend, causal_mask, scaled_dot_product_attention
 from .multihead import merge_heads, split_heads
-from .softmax import softmax
+from .softmax import _softmax_rows, softmax
 
 __all__ = [
     "attention_backward",
@@ -220,9 +224,12 @@ def attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=No
             f"q, k and v have dtype {out.dtype}; the backward passes need float32 or float64"
         )
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    cache = {"op": "attention", "q": q, "k": k, "v": v, "weights": weights, "out_shape": out.shape,
-             "scale": resolve_scale(scale, q.shape[-1])}
-    return out, weights, cache
+    return out, weights, _attention_cache(q, k, v, weights, out.shape, resolve_scale(scale, q.shape[-1]))
+
+
+def _attention_cache(q, k, v, weights, out_shape, scale: float) -> dict:
+    return {"op": "attention", "q": q, "k": k, "v": v, "weights": weights, "out_shape": out_shape,
+            "scale": scale}
 
 
 def attention_backward(dout, cache):
@@ -247,9 +254,12 @@ def attention_backward(dout, cache):
         gradient from the queries that may not see it; a fully masked query gets dq = 0.
     """
     c = _check_cache(cache, "attention")
+    return _attention_backward(_upstream(dout, "dout", c["out_shape"], c["weights"].dtype), c)
+
+
+def _attention_backward(dout, c):
     q, k, v, w = c["q"], c["k"], c["v"], c["weights"]
     dtype = w.dtype
-    dout = _upstream(dout, "dout", c["out_shape"], dtype)
     dv = np.swapaxes(w, -1, -2) @ dout                               # (..., S, d_v)
     dw = dout @ np.swapaxes(v, -1, -2)                               # (..., L, S)
     dz = _softmax_grad(dw, w) * dtype.type(c["scale"])               # (..., L, S), scale folded in
@@ -301,6 +311,10 @@ def linear_forward(x, weight, bias=None):
             )
         arrays["bias"] = bias
     check_same_dtype(**arrays)
+    return _linear_forward(x, weight, bias)
+
+
+def _linear_forward(x, weight, bias=None):
     # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T loops over the batch in
     # many small products, which is slower for the tiny models of notebook 07.
     y = x.reshape(-1, x.shape[-1]) @ weight.T                        # (N, out), N = all positions
@@ -328,9 +342,13 @@ def linear_backward(dy, cache):
     dbias : ndarray, shape (out_features,), or None when the forward had no bias
     """
     c = _check_cache(cache, "linear")
+    x = c["x"]
+    return _linear_backward(_upstream(dy, "dy", x.shape[:-1] + (c["weight"].shape[0],), x.dtype), c)
+
+
+def _linear_backward(dy, c):
     x, weight = c["x"], c["weight"]
     out_f, in_f = weight.shape
-    dy = _upstream(dy, "dy", x.shape[:-1] + (out_f,), x.dtype)
     dy2 = dy.reshape(-1, out_f)                                      # (N, out), N = all positions
     dx = (dy2 @ weight).reshape(x.shape)                             # (..., in)
     dweight = dy2.T @ x.reshape(-1, in_f)                            # (out, in)
@@ -539,6 +557,10 @@ def embedding_forward(tokens, table):
     if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
         raise ValueError(f"tokens must lie in [0, vocab={vocab}) for a table of shape {table.shape}; "
                          f"got values from {tokens.min()} to {tokens.max()}")
+    return _embedding_forward(tokens, table)
+
+
+def _embedding_forward(tokens, table):
     x = table[tokens]                                                # (B, n, E)
     return x, {"op": "embedding", "tokens": tokens, "table_shape": table.shape, "dtype": table.dtype}
 
@@ -558,8 +580,11 @@ def embedding_backward(dx, cache):
         did not occur).
     """
     c = _check_cache(cache, "embedding")
+    return _embedding_backward(_upstream(dx, "dx", c["tokens"].shape + (c["table_shape"][1],), c["dtype"]), c)
+
+
+def _embedding_backward(dx, c):
     vocab, E = c["table_shape"]
-    dx = _upstream(dx, "dx", c["tokens"].shape + (E,), c["dtype"])
     flat = c["tokens"].reshape(-1)                                   # (N,)
     dx2 = dx.reshape(-1, E)                                          # (N, E)
     # A token that occurs twice must be counted twice (dtable[tokens] += dx would count it once).
@@ -604,7 +629,11 @@ def positional_forward(x, pe):
     if pe.ndim != 2 or pe.shape[1] != E or pe.shape[0] < n:
         raise ValueError(f"pe has shape {pe.shape}; for x of shape {x.shape} it must be (max_len, E={E}) "
                          f"with max_len >= n={n}")
-    y = x + pe[:n].astype(x.dtype, copy=False)                       # (B, n, E)
+    return _positional_forward(x, pe)
+
+
+def _positional_forward(x, pe):
+    y = x + pe[:x.shape[-2]].astype(x.dtype, copy=False)             # (B, n, E)
     return y, {"op": "positional", "x_shape": x.shape, "x_dtype": x.dtype, "pe_shape": pe.shape,
                "pe_dtype": pe.dtype}
 
@@ -625,7 +654,10 @@ def positional_backward(dy, cache):
         ``dy`` summed over the batch in rows 0..n-1, zero below (positions not used).
     """
     c = _check_cache(cache, "positional")
-    dy = _upstream(dy, "dy", c["x_shape"], c["x_dtype"])
+    return _positional_backward(_upstream(dy, "dy", c["x_shape"], c["x_dtype"]), c)
+
+
+def _positional_backward(dy, c):
     n = c["x_shape"][-2]
     dpe = np.zeros(c["pe_shape"], dtype=c["pe_dtype"])
     dpe[:n] = dy.reshape(-1, *c["x_shape"][-2:]).sum(axis=0)
@@ -657,6 +689,10 @@ def residual_forward(x, fx):
     if x.shape != fx.shape:
         raise ValueError(f"x has shape {x.shape} and fx has shape {fx.shape}; they must be equal")
     check_same_dtype(x=x, fx=fx)
+    return _residual_forward(x, fx)
+
+
+def _residual_forward(x, fx):
     return x + fx, {"op": "residual", "shape": x.shape, "dtype": x.dtype}
 
 
@@ -672,7 +708,10 @@ def residual_backward(dy, cache):
         Both equal to ``dy``.
     """
     c = _check_cache(cache, "residual")
-    dy = _upstream(dy, "dy", c["shape"], c["dtype"])
+    return _residual_backward(_upstream(dy, "dy", c["shape"], c["dtype"]), c)
+
+
+def _residual_backward(dy, c):
     return dy, dy
 
 
@@ -792,17 +831,87 @@ def softmax_cross_entropy(logits, targets, mask=None):
     if counted.size and (counted.min() < 0 or counted.max() >= C):
         raise ValueError(f"targets must lie in [0, C={C}) where they count; got values from "
                          f"{counted.min()} to {counted.max()}")
+    return _softmax_cross_entropy(logits, targets, keep)
+
+
+def _softmax_cross_entropy(logits, targets, keep):
     count = int(keep.sum())                    # a Python int: dividing by it keeps float32 float32
     if count == 0:
         return 0.0, np.zeros_like(logits)
-    safe = np.where(keep, targets, 0)[..., None]                     # (..., 1)
+    C = logits.shape[-1]
+    rows = np.arange(keep.size)                                      # (N,), N = all positions
+    safe = np.where(keep, targets, 0).reshape(-1)                    # (N,): a class to read
     shifted = logits - logits.max(axis=-1, keepdims=True)            # (..., C)
     e = np.exp(shifted)
     total = e.sum(axis=-1, keepdims=True)                            # (..., 1)
-    logp_target = np.take_along_axis(shifted, safe, axis=-1) - np.log(total)   # (..., 1)
-    loss = -float(logp_target[..., 0][keep].sum(dtype=np.float64)) / count
+    logp_target = shifted.reshape(-1, C)[rows, safe] - np.log(total).reshape(-1)   # (N,)
+    loss = -float(logp_target[keep.reshape(-1)].sum(dtype=np.float64)) / count
     dlogits = e / total                                              # softmax, (..., C)
-    np.put_along_axis(dlogits, safe, np.take_along_axis(dlogits, safe, axis=-1) - 1, axis=-1)
+    dlogits.reshape(-1, C)[rows, safe] -= 1                          # a view: dlogits changes
     dlogits *= keep[..., None]
     dlogits /= count
     return loss, dlogits
+
+
+# ---- the same passes without the checks ----------------------------------------------------------
+
+def _attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=None):
+    # q, k, v: one float32/float64 dtype, shapes that fit; attn_mask None or already checked.
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    mask = _causal(L, S) if is_causal else attn_mask
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    # Causal or unmasked, every query sees at least one key: no row is all -inf.
+    normalise = partial(_softmax_rows, open_rows=True) if mask is None or is_causal else _softmax_rows
+    out, weights = _attend(q, k, v, mask, scale, normalise=normalise)
+    return out, weights, _attention_cache(q, k, v, weights, out.shape, scale)
+
+
+_CAUSAL: dict = {}
+
+
+def _causal(L: int, S: int) -> np.ndarray:
+    # Read-only, so that one triangle per size can be shared by every call.
+    if (L, S) not in _CAUSAL:
+        tri = np.tri(L, S, dtype=bool)
+        tri.flags.writeable = False
+        _CAUSAL[L, S] = tri
+    return _CAUSAL[L, S]
+
+
+def _split_heads(x, num_heads: int):
+    B_L, E = x.shape[:-1], x.shape[-1]
+    return np.swapaxes(x.reshape(*B_L, num_heads, E // num_heads), -3, -2)
+
+
+def _merge_heads(x):
+    H, L, D = x.shape[-3:]
+    x = np.swapaxes(x, -3, -2)
+    return x.reshape(*x.shape[:-2], H * D)
+
+
+def _loss_unchecked(logits, targets, mask=None):
+    return _softmax_cross_entropy(logits, targets, np.ones(targets.shape, dtype=bool) if mask is None
+                                  else np.broadcast_to(mask, targets.shape))
+
+
+#: The passes above, checked: every call validates its arguments (the functions of this module).
+CHECKED = SimpleNamespace(
+    linear_forward=linear_forward, linear_backward=linear_backward,
+    attention_forward=attention_forward, attention_backward=attention_backward,
+    embedding_forward=embedding_forward, embedding_backward=embedding_backward,
+    positional_forward=positional_forward, positional_backward=positional_backward,
+    residual_forward=residual_forward, residual_backward=residual_backward,
+    softmax_cross_entropy=softmax_cross_entropy, split_heads=split_heads, merge_heads=merge_heads,
+)
+
+#: The same arithmetic without the checks, for a loop whose arrays were checked once and are
+#: its own (``tiny_model.train``): the public functions above call these same functions after
+#: validating, so both compute identical numbers. Masks must be None or already checked.
+UNCHECKED = SimpleNamespace(
+    linear_forward=_linear_forward, linear_backward=_linear_backward,
+    attention_forward=_attention_forward, attention_backward=_attention_backward,
+    embedding_forward=_embedding_forward, embedding_backward=_embedding_backward,
+    positional_forward=_positional_forward, positional_backward=_positional_backward,
+    residual_forward=_residual_forward, residual_backward=_residual_backward,
+    softmax_cross_entropy=_loss_unchecked, split_heads=_split_heads, merge_heads=_merge_heads,
+)

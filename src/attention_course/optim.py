@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -108,19 +109,66 @@ class Adam:
             if g.shape != p.shape:
                 raise ValueError(f"grads[{name!r}] has shape {g.shape}; params[{name!r}] has shape {p.shape}")
             checked[name] = g.astype(p.dtype, copy=False)
+        self._update(checked)
+
+    def _update(self, grads: dict) -> None:
+        # The step itself, for gradients already known to fit (same keys, shapes and dtypes):
+        # :meth:`step` checks and calls this; tiny_model.train calls it directly after its first
+        # step, whose gradients step checked.
         self.t += 1
+        for name, p in self.params.items():
+            self._move(p, grads[name], self.m[name], self.v[name])
+
+    def _move(self, p, g, m, v) -> None:
         beta1, beta2 = self.betas
         # The same order of operations as torch's single-tensor Adam, so float32 results agree.
         step_size = self.lr / (1 - beta1 ** self.t)
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** self.t)
-        for name, p in self.params.items():
-            g = checked[name]
-            if self.weight_decay:
-                g = g + self.weight_decay * p
-            m, v = self.m[name], self.v[name]
-            m *= beta1
-            m += (1 - beta1) * g
-            v *= beta2
-            v += (1 - beta2) * (g * g)
-            denom = np.sqrt(v) / bias_correction2_sqrt + self.eps
-            p -= step_size * (m / denom)
+        if self.weight_decay:
+            g = g + self.weight_decay * p
+        m *= beta1
+        m += (1 - beta1) * g
+        v *= beta2
+        v += (1 - beta2) * (g * g)
+        denom = np.sqrt(v) / bias_correction2_sqrt + self.eps
+        p -= step_size * (m / denom)
+
+    @contextmanager
+    def _packed(self):
+        """Within the block, every parameter, m and v is a view of one flat array of each.
+
+        Yields a function that takes one step from a dict of gradients (already checked) with a
+        few operations on the whole flat arrays instead of a few per parameter: the same
+        arithmetic element by element, so the same numbers. Afterwards each original parameter
+        array gets its values back and is put back into ``params``. With parameters of mixed
+        dtypes, nothing is packed and the function is the ordinary unchecked step.
+        """
+        originals = dict(self.params)
+        if len({p.dtype for p in originals.values()}) != 1:
+            yield self._update
+            return
+        dtype = next(iter(originals.values())).dtype
+        names = list(originals)
+        bounds = np.cumsum([0] + [p.size for p in originals.values()])
+
+        def flat(arrays):
+            return np.concatenate([arrays[n].reshape(-1) for n in names], dtype=dtype)
+
+        def views(buffer):
+            return {n: buffer[a:b].reshape(originals[n].shape)
+                    for n, a, b in zip(names, bounds[:-1], bounds[1:])}
+
+        P, M, V = flat(originals), flat(self.m), flat(self.v)
+        self.params.update(views(P))
+        self.m, self.v = views(M), views(V)
+
+        def step(grads):
+            self.t += 1
+            self._move(P, flat(grads), M, V)
+
+        try:
+            yield step
+        finally:
+            for n, p in originals.items():
+                p[...] = self.params[n]
+                self.params[n] = p

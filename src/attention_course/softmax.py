@@ -54,10 +54,25 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
     work = x.astype(np.float32) if x.dtype == np.float16 else x
     if temperature != 1.0:
         work = work / work.dtype.type(temperature)
+    return _softmax_rows(work, axis).astype(x.dtype, copy=False)
+
+
+def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False) -> np.ndarray:
+    """The arithmetic of :func:`softmax` alone, for float32/float64 arrays already checked.
+
+    :func:`softmax` checks its input and calls this; a training loop that made the scores itself
+    calls it directly (see :mod:`attention_course.backprop`), so both give the same numbers.
+    ``open_rows=True`` promises that every row has a finite maximum (finite scores and at least
+    one key allowed, as under a causal mask): then the two guards for all -inf rows change
+    nothing and are left out, and the result is the same bit for bit.
+    """
     row_max = np.max(work, axis=axis, keepdims=True)
+    if open_rows:
+        e = np.exp(work - row_max)
+        e /= e.sum(axis=axis, keepdims=True)
+        return e
     # An all -inf row has max -inf; shifting by 0 instead keeps exp(-inf) = 0 and avoids inf - inf.
     row_max = np.where(np.isfinite(row_max), row_max, 0)
     e = np.exp(work - row_max)
     total = e.sum(axis=axis, keepdims=True)
-    out = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-    return out.astype(x.dtype, copy=False)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
