@@ -156,7 +156,7 @@ class Adam:
 
         def views(buffer):
             return {n: buffer[a:b].reshape(originals[n].shape)
-                    for n, a, b in zip(names, bounds[:-1], bounds[1:])}
+                    for n, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)}
 
         P, M, V = flat(originals), flat(self.m), flat(self.v)
         self.params.update(views(P))

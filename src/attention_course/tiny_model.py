@@ -31,12 +31,13 @@ transposes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from . import backprop as bp
 from ._validate import assume_finite
@@ -48,6 +49,24 @@ from .tasks import LibraryBatch, SequenceBatch
 __all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
+
+
+_blas = []
+
+
+def _one_blas_thread(method):
+    """Run an evaluation method on one BLAS thread, as :func:`train` runs by default.
+
+    Its products are as small as a training step's (a few thousand rows of width 32 at most).
+    One controller, made on first use, keeps each call cheap.
+    """
+    @functools.wraps(method)
+    def single(*args, **kwargs):
+        if not _blas:
+            _blas.append(ThreadpoolController())
+        with _blas[0].limit(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+    return single
 
 
 def _linear(x, W, ops=bp.CHECKED):
@@ -154,18 +173,22 @@ class LibraryModel(_Model):
         loss, dlogits = ops.softmax_cross_entropy(logits, batch.targets)
         return loss, self.backward(dlogits, cache, ops)
 
+    @_one_blas_thread
     def loss(self, batch: LibraryBatch) -> float:
         logits, _, _ = self.forward(batch)
         return float(bp.softmax_cross_entropy(logits, batch.targets)[0])
 
+    @_one_blas_thread
     def accuracy(self, batch: LibraryBatch) -> float:
         logits, _, _ = self.forward(batch)
         return float((logits.argmax(-1) == batch.targets).mean())
 
+    @_one_blas_thread
     def attention_maps(self, batch: LibraryBatch) -> np.ndarray:
         """Weights of the one head, shape (n_layers=1, B, h=1, L=1, S=n_books)."""
         return self.forward(batch)[1][None, :, None]
 
+    @_one_blas_thread
     def evaluate(self, batch: LibraryBatch):
         """Accuracy on ``batch`` and the weights for its first shelf, shape (1, 1, 1, n_books)."""
         logits, weights, _ = self.forward(batch)
@@ -327,10 +350,12 @@ class AttentionOnlyModel(_Model):
         loss, dlogits = ops.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)
         return loss, self.backward(dlogits, cache, ops)
 
+    @_one_blas_thread
     def loss(self, batch: SequenceBatch) -> float:
         logits, _, _ = self.forward(batch.tokens)
         return float(bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)[0])
 
+    @_one_blas_thread
     def accuracy(self, batch: SequenceBatch, ablate=()) -> float:
         """Share of the counted positions (``batch.mask``) where the top logit is the target.
 
@@ -340,6 +365,7 @@ class AttentionOnlyModel(_Model):
         right = (logits.argmax(-1) == batch.targets)[batch.mask]
         return float(right.mean())
 
+    @_one_blas_thread
     def accuracy_by_position(self, batch: SequenceBatch) -> np.ndarray:
         """Accuracy at each position t, shape (n,); NaN where no position counts."""
         logits, _, _ = self.forward(batch.tokens)
@@ -348,6 +374,7 @@ class AttentionOnlyModel(_Model):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(counted > 0, right.sum(0) / counted, np.nan)
 
+    @_one_blas_thread
     def attention_maps(self, batch: SequenceBatch) -> np.ndarray:
         """Every head's weights, shape (n_layers, B, h, n, n)."""
         return np.stack(self.forward(batch.tokens)[1])
@@ -420,6 +447,7 @@ class AttentionOnlyModel(_Model):
         Wq, Ww, E = self.head_weights(lq, hq), self.head_weights(lw, hw), self.params["embed"]
         return (E @ Wq["W_Q"]) @ (E @ Ww["W_V"] @ Ww["W_O"] @ Wq["W_K"]).T
 
+    @_one_blas_thread
     def evaluate(self, batch: SequenceBatch):
         """Accuracy on ``batch`` and every head's weights for its first example, one forward.
 
