@@ -264,7 +264,7 @@ def repeat_batch(rng, batch_size: int, length: int = 20, vocab: int = 16,
     period = rng.integers(lo, hi + 1, size=B)
     pattern = np.argsort(rng.random((B, vocab)), axis=1)          # distinct tokens per row
     t = np.arange(n)
-    tokens = np.take_along_axis(pattern, t[None, :] % period[:, None], axis=1)
+    tokens = pattern[np.arange(B)[:, None], t[None, :] % period[:, None]]   # (B, n)
     targets = np.zeros_like(tokens)
     targets[:, :-1] = tokens[:, 1:]
     mask = (t[None, :] >= period[:, None]) & (t[None, :] <= n - 2)

@@ -334,8 +334,11 @@ class AttentionOnlyModel(_Model):
             do, g[f"{layer}.W_O"] = _linear_back(dy, c_o, ops)
             dq, dk, dv = ops.attention_backward(ops.split_heads(do, h), c_att)
             B, _, n, d = dq.shape
-            # (3, B, h, n, d) -> (B, n, 3, h, d) -> (B, n, 3·h·d): the layout of W_QKV's columns
-            dqkv = np.stack((dq, dk, dv)).transpose(1, 3, 0, 2, 4).reshape(B, n, 3 * h * d)
+            # (B, n, 3, h, d) -> (B, n, 3·h·d): the layout of W_QKV's columns, filled in place
+            dqkv = np.empty((B, n, 3, h, d), dtype=dq.dtype)
+            for i, part in enumerate((dq, dk, dv)):
+                dqkv[:, :, i] = part.transpose(0, 2, 1, 3)                   # (B, h, n, d) -> (B, n, h, d)
+            dqkv = dqkv.reshape(B, n, 3 * h * d)
             dx_qkv, g[f"{layer}.W_QKV"] = _linear_back(dqkv, c_qkv, ops)
             dx = dx + dx_qkv
         if self.positional != "none":
