@@ -906,7 +906,8 @@ CHECKED = SimpleNamespace(
 
 #: The same arithmetic without the checks, for a loop whose arrays were checked once and are
 #: its own (``tiny_model.train``): the public functions above call these same functions after
-#: validating, so both compute identical numbers. Masks must be None or already checked.
+#: validating, so both compute identical numbers (split_heads and merge_heads are the reshapes
+#: of :mod:`attention_course.multihead` without its checks). Masks must be None or checked.
 UNCHECKED = SimpleNamespace(
     linear_forward=_linear_forward, linear_backward=_linear_backward,
     attention_forward=_attention_forward, attention_backward=_attention_backward,
