@@ -320,3 +320,32 @@ def test_a_failing_run_gives_the_model_its_own_arrays_back():
     reference, ref_params = checked_loop(AttentionOnlyModel(16, d_model=16, max_len=12, seed=0),
                                          partial(tasks.repeat_batch, batch_size=4, length=12), 5, 1e-2, 0)
     assert all(np.array_equal(model.params[n], ref_params[n]) for n in original)   # after 5 steps
+
+
+def test_a_model_of_another_class_keeps_its_own_arrays_while_it_trains():
+    # train needs only params, loss_and_grads, loss and evaluate; such a model may read its
+    # weights through references of its own, so they must be the arrays Adam updates.
+    class Wrapped:
+        def __init__(self):
+            self.inner = LibraryModel(d_model=16, d_k=8, seed=0)
+            self.params = self.inner.params
+            self.own, self.seen = dict(self.params), []       # its references to its weights
+
+        def loss_and_grads(self, batch):
+            self.seen.append(all(self.params[n] is self.own[n] for n in self.params))
+            return self.inner.loss_and_grads(batch)
+
+        def loss(self, batch):
+            return self.inner.loss(batch)
+
+        def evaluate(self, batch):
+            return self.inner.evaluate(batch)
+
+    model = Wrapped()
+    original = dict(model.params)
+    run = train(model, partial(tasks.library_batch, batch_size=8), 10, lr=1e-2, seed=1, n_checkpoints=2)
+    reference, ref_params = checked_loop(LibraryModel(d_model=16, d_k=8, seed=0),
+                                         partial(tasks.library_batch, batch_size=8), 10, 1e-2, 1)
+    assert all(model.seen) and all(model.params[n] is original[n] for n in original)
+    assert np.array_equal(run.loss, reference)
+    assert all(np.array_equal(model.params[n], ref_params[n]) for n in original)

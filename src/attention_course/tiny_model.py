@@ -557,10 +557,12 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     # The optimiser's flat step updates the parameters as one array (views of it stand in the
     # model's params during the loop; the model's own arrays get the values back at the end).
     # A model of another class (train needs only params, loss_and_grads, loss and evaluate) is
-    # called as it is on every step.
+    # called as it is on every step, and its params stay its own arrays (it may hold them
+    # elsewhere too).
     fast = isinstance(model, _Model)
     args, update = (), optimizer.step
-    with (limit, assume_finite(), optimizer._packed() as flat_step,
+    packed = optimizer._packed() if fast else contextlib.nullcontext()
+    with (limit, assume_finite(), packed as flat_step,
           ProgressLine(steps, label, enabled=bool(progress)) as bar):
         for step in range(steps + 1):
             if step in checkpoints:
