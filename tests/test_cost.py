@@ -32,9 +32,8 @@ def test_cost_bad_input():
 
 
 def test_the_stored_bench_ships_with_the_library_in_both_languages():
-    from importlib import resources
-
     import importlib.util
+    from importlib import resources
 
     from attention_course.cost import stored_bench
     from notebook_tools import ROOT
