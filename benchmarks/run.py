@@ -28,13 +28,14 @@ Method
   after layer sees: every timed call follows a call of the same variant, mask and n.
 * Memory: the direct formula's n×n arrays (128 MiB each at n = 2048) come fresh from the
   operating system at every call, and the first write to each page costs a page fault. What a
-  fault costs depends on what ran before: on the 2-core virtual machine of the stored run,
-  writing 128 MiB of fresh pages took about 60 ms when that much had been freed under half a
-  second earlier, and about 500 ms when it had been freed one to four seconds earlier, with the
-  same number of faults. Without the untimed call, the pair that follows the small-memory ones
-  in the rotation (always the same one: the direct formula without a mask) paid for that, and
-  at n = 2048 was timed 3.2× slower than the causal call, which does more work. The console
-  shows each pair's minor page faults per timed call (median).
+  fault costs depends on what ran before: on the 2-core virtual machine of the stored run
+  (other processes running, load 8), writing 128 MiB of fresh pages took a median of 60 ms
+  when that much had been freed under half a second earlier, and 450–590 ms when it had been
+  freed one to four seconds earlier, with the same 576 page faults. Without the untimed call,
+  the pair that follows the small-memory ones in the rotation (always the same one: the direct
+  formula without a mask) paid for that, and at n = 2048 was timed 3.2× slower than the causal
+  call, which does more work. The console shows each pair's minor page faults per timed call
+  (median).
 * Effective GFLOP/s counts 4·n²·d operations per head (``attention_flops``) without a mask,
   whatever a variant really does. It is set against the rate of a large float32 NumPy matrix
   product (2048 × 2048, all cores) measured in the same rounds.
