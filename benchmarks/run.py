@@ -21,10 +21,21 @@ Method
   from round to round, so that a disturbance (another process, a frequency change) hits all of
   them alike; the tables show the median of each pair's timed calls, and the ratios are ratios
   of those medians, from the same run. A call under 0.3 s is first called untimed for 0.15 s,
-  then timed three times in a row; longer calls are timed once per round. The untimed calls
-  matter: idle OpenBLAS threads keep spinning for about 0.1 s after a call, and OpenMP threads
-  for a shorter while, slowing down whatever is timed next. They also put each variant in the
-  steady state of a loop of calls, which is what a model running layer after layer sees.
+  then timed three times in a row; a longer call is called once untimed, then timed once per
+  round. The untimed calls matter: idle OpenBLAS threads keep spinning for about 0.1 s after a
+  call, and OpenMP threads for a shorter while, slowing down whatever is timed next. They also
+  put each variant in the steady state of a loop of calls, which is what a model running layer
+  after layer sees: every timed call follows a call of the same variant, mask and n.
+* Memory: the direct formula's n×n arrays (128 MiB each at n = 2048) come fresh from the
+  operating system at every call, and the first write to each page costs a page fault. What a
+  fault costs depends on what ran before: on the 2-core virtual machine of the stored run
+  (other processes running, load 8), writing 128 MiB of fresh pages took a median of 60 ms
+  when that much had been freed under half a second earlier, and 450–590 ms when it had been
+  freed one to four seconds earlier, with the same 576 page faults. Without the untimed call,
+  the pair that follows the small-memory ones in the rotation (always the same one: the direct
+  formula without a mask) paid for that, and at n = 2048 was timed 3.2× slower than the causal
+  call, which does more work. The console shows each pair's minor page faults per timed call
+  (median).
 * Effective GFLOP/s counts 4·n²·d operations per head (``attention_flops``) without a mask,
   whatever a variant really does. It is set against the rate of a large float32 NumPy matrix
   product (2048 × 2048, all cores) measured in the same rounds.
@@ -58,12 +69,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+# The stored run ships inside the library (attention_course.cost.stored_bench reads it), so
+# that notebook 06 finds it wherever the notebook is.
+STORED = ROOT / "src" / "attention_course" / "data"
 HEADS, D, BATCH = 8, 64, 1
 FULL_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_SIZES = (256, 512)
 GEMM_N = 2048
 # Calls shorter than SHORT_CALL_S are timed SHORT_PER_ROUND times per round, after SETTLE_S
-# of untimed calls of the same variant; longer ones once per round.
+# of untimed calls of the same variant; longer ones once per round, after one untimed call.
 SHORT_CALL_S = 0.3
 SETTLE_S = 0.15
 SHORT_PER_ROUND = 3
@@ -186,9 +200,15 @@ def fast_threads() -> int:
 
 # ---------------------------------------------------------------- timing
 
+def minor_faults() -> int:
+    """Minor page faults of this process so far (first touches of fresh memory)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
     """Median seconds per (n, variant, mask), the GEMM rate in FLOP/s and the exp rate in
-    exps/s (all threads), from the same rounds."""
+    exps/s (all threads), from the same rounds. The log also shows each pair's median minor
+    page faults per timed call."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal((gemm_n, gemm_n), dtype=np.float32)
     b = rng.standard_normal((gemm_n, gemm_n), dtype=np.float32)
@@ -212,6 +232,7 @@ def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
             call()
             last[key] = time.perf_counter() - start
         samples = {key: [] for key in calls}
+        faults = {key: [] for key in calls}
         keys = list(calls)
         for r in range(repeats_for(n)):
             shift = r % len(keys)
@@ -226,11 +247,17 @@ def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
                         calls[key]()
                     repeats = SHORT_PER_ROUND
                 else:
+                    # One untimed call first, so that the timed one meets the memory its own
+                    # kind left behind, not that of the pair before it in the rotation (the
+                    # pair after the small-memory ones would otherwise pay for fresh pages).
+                    calls[key]()
                     repeats = 1
                 for _ in range(repeats):
+                    touched = minor_faults()
                     start = time.perf_counter()
                     calls[key]()
                     last[key] = time.perf_counter() - start
+                    faults[key].append(minor_faults() - touched)
                     samples[key].append(last[key])
         for key in calls:
             if key not in ("gemm", "exp"):
@@ -238,7 +265,8 @@ def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
         gemm_samples += samples["gemm"]
         exp_samples += samples["exp"]
         for mask in masks:
-            shown = "  ".join(f"{name} {times[n, name, mask] * 1e3:8.1f} ms"
+            shown = "  ".join(f"{name} {times[n, name, mask] * 1e3:8.1f} ms "
+                              f"({statistics.median(faults[name, mask]):.0f} faults)"
                               for name in variants if (n, name, mask) in times)
             log(f"  n = {n:5d}  {mask:8s} {shown}")
         del q, k, v, calls
@@ -547,7 +575,11 @@ def target_lines(rows, masks, kind: str) -> list[str]:
 METHOD = {
     "en": ("Time: median of timed calls, in rounds in which every variant and mask runs in turn "
            "(a call under 0.3 s is timed three times in a row per round, after 0.15 s of untimed "
-           "calls of the same variant, so that no thread of the previous one is still spinning); "
+           "calls of the same variant, so that no thread of the previous one is still spinning; "
+           "a longer call is timed once per round, after one untimed call of the same variant "
+           "and mask, so that it meets the memory its own kind left behind: the direct formula's "
+           "n×n arrays are fresh pages at every call, and what their page faults cost depends on "
+           "what ran just before); "
            "× torch is the ratio of the two medians, from the same run. Masks: none; "
            "`is_causal=True`; a boolean key-padding mask (1, 1, 1, n) whose last quarter of keys "
            "is padding, the same for PyTorch. fast_attention drops keys that a key-padding mask "
@@ -563,7 +595,9 @@ METHOD = {
            "minus what was resident just before; it includes the output. —: not run (the direct "
            "formula and the online softmax stop at n = 4096) or not defined."),
     "zh": ("时间：每种实现和每种掩码按轮次交替运行，取计时调用的中位数（短于 0.3 秒的调用，每轮先不"
-           "计时地连续调用 0.15 秒，让上一个实现的线程停止空转，再连续计时三次）；× torch 是同一次运行"
+           "计时地连续调用 0.15 秒，让上一个实现的线程停止空转，再连续计时三次；更长的调用每轮计时一次，"
+           "之前先不计时地调用一次同一实现、同一掩码，让它遇到的是同类调用留下的内存：直接公式的 n×n "
+           "数组每次调用都是新分配的内存页，缺页的代价取决于刚才运行的是什么）；× torch 是同一次运行"
            "中两个中位数之比。掩码：无；`is_causal=True`；形状为 (1, 1, 1, n) 的布尔填充掩码，最后四分之一"
            "的键是填充，PyTorch 用同一个掩码。fast_attention 在计算分数之前，先去掉填充掩码对所有查询都"
            "屏蔽的键。下限：按同一轮中测得的两个速度，完成这种掩码必需的工作所要的最短时间。每个头必需的"
@@ -746,7 +780,7 @@ def parse_args(argv):
                    help="what to time (default: all four; the floor is always measured)")
     p.add_argument("--repeats", type=int, help="rounds per n (default: more for small n)")
     p.add_argument("--out", type=Path, help="folder for bench_attention_{en,zh}.{md,png} "
-                   "(default figures/ in a full run)")
+                   "(default src/attention_course/data/ in a full run)")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out (BENCH_NO_TORCH=1)")
     p.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
     p.add_argument("--no-attention", action="store_true", help="only time the notebooks")
@@ -770,7 +804,7 @@ def main(argv=None) -> int:
         masks = tuple(m for m in MASKS if m in args.masks)
         repeats_for = (lambda n: args.repeats) if args.repeats else (
             (lambda n: 3) if args.quick else default_repeats)
-        out_dir = args.out if args.out else (None if args.quick else ROOT / "figures")
+        out_dir = args.out if args.out else (None if args.quick else STORED)
         with_torch = "torch" in args.variants and not args.no_torch and torch_available()
         variants = [v for v in VARIANTS if v in args.variants and (v != "torch" or with_torch)]
         import attention_course

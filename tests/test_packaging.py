@@ -187,6 +187,19 @@ def test_every_readme_gives_the_route_without_make(page):
         assert switched_off not in text, f"{page}: the token stays on"
 
 
+def test_the_package_data_globs_take_every_data_file():
+    """A file in src/attention_course/data that no glob of package-data names would be missing
+    from the wheel, and notebook 06 would fail once installed."""
+    from fnmatch import fnmatch
+
+    globs = PYPROJECT["tool"]["setuptools"]["package-data"]["attention_course"]
+    package = ROOT / "src" / "attention_course"
+    files = [p.relative_to(package).as_posix() for p in (package / "data").rglob("*") if p.is_file()]
+    assert files, "no data files"
+    assert all(any(fnmatch(f, g) for g in globs) for f in files), (files, globs)
+    assert not any(fnmatch("cost.py", g) for g in globs)
+
+
 def test_make_help_describes_every_target():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     joined = makefile.replace("\\\n", " ")
@@ -223,6 +236,9 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
     shipped = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith("licenses/LICENSE") for n in shipped), shipped
     assert any(n.endswith("licenses/LICENSE-CONTENT") for n in shipped), shipped
+    stored = {f"attention_course/data/bench_attention_{lang}.{ext}" for lang in ("en", "zh")
+              for ext in ("md", "png")}
+    assert stored <= set(shipped), f"the stored bench is not in the wheel: {stored - set(shipped)}"
     meta = zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("METADATA"))).decode()
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     assert any("zhplot" in r for r in requires) and any("gguf" in r for r in requires)
@@ -243,6 +259,8 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
         "fig = plots.heatmap(np.full((3, 3), 1 / 3), words, words, title='注意力权重')\n"
         "fig = getattr(fig, 'figure', fig)\n"
         "fig.savefig('zh.png')\n"
+        "from attention_course.cost import stored_bench\n"
+        "assert stored_bench('zh').png[:4] == b'\\x89PNG' and '直接公式' in stored_bench('zh').text\n"
         "import attention_course, os; print(attention_course.__file__)\n"
     )
     run = subprocess.run([str(python), "-c", draw], cwd=tmp_path, capture_output=True, text=True, timeout=300,

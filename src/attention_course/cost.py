@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import resources
+from typing import NamedTuple
+
 import numpy as np
 
 from ._validate import nonnegative_int, positive_int
@@ -287,3 +290,57 @@ def chunked_attention_memory_bytes(block_q: int = 128, block_k: int = 128, L: in
     H = positive_int(num_heads, "num_heads")
     B = positive_int(batch, "batch")
     return B * H * bq * bk * np.dtype(dtype).itemsize
+
+
+# ---------------------------------------------------------------------------------------------
+# The stored benchmark run (notebook 06)
+# ---------------------------------------------------------------------------------------------
+
+BENCH_LANGS = ("en", "zh")
+
+
+class StoredBench(NamedTuple):
+    """One stored ``make bench`` run, as ``benchmarks/run.py`` wrote it."""
+
+    name: str
+    """File name of the table inside the package, e.g. ``bench_attention_en.md``."""
+    text: str
+    """The Markdown: what ran where, the table, how it was measured."""
+    png: bytes
+    """The figure (PNG bytes)."""
+
+
+def stored_bench(lang: str = "en") -> StoredBench:
+    """The benchmark run that ships inside the library: its table and its figure.
+
+    The files are package data (``attention_course/data/bench_attention_{lang}.{md,png}``),
+    read through :mod:`importlib.resources`, so a notebook finds them wherever it was copied
+    or fetched to, with nothing but the installed library.
+
+    Parameters
+    ----------
+    lang : {"en", "zh"}
+        Language of the table's text and of the figure's labels.
+
+    Returns
+    -------
+    StoredBench
+        ``(name, text, png)``.
+
+    Raises
+    ------
+    ValueError
+        If ``lang`` is not one of ``"en"``, ``"zh"``.
+
+    Examples
+    --------
+    >>> run = stored_bench("en")
+    >>> run.name, run.text.startswith("# Attention"), run.png[:4] == b"\\x89PNG"
+    ('bench_attention_en.md', True, True)
+    """
+    if lang not in BENCH_LANGS:
+        raise ValueError(f"lang must be one of {BENCH_LANGS}; got {lang!r}")
+    data = resources.files("attention_course") / "data"
+    name = f"bench_attention_{lang}.md"
+    return StoredBench(name, (data / name).read_text(encoding="utf-8"),
+                       (data / f"bench_attention_{lang}.png").read_bytes())
