@@ -95,7 +95,7 @@ figures: $(DEV_STAMP)
 
 ## make bench: side-by-side benchmarks against PyTorch (dependency groups bench, reference): attention (no mask,
 ##   causal, key padding) and notebook timings, then one training step. It rewrites
-##   figures/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
+##   src/attention_course/data/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
 ##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
 ##   CPU would pick (the header names it). Then notebook 09's model next to transformers on the
 ##   same GGUF (timed, and compared live). Stored runs: benchmarks/README.md.
