@@ -147,7 +147,7 @@ def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
     notes = [line for line in lines if line.startswith("* tampered")]
     assert any("checksum changed" in n for n in notes), run.stdout
     assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
-    assert (out / "course" / "feedback" / "correct" / LANG / f"{STEM}.html").exists()
+    assert (out / "course" / "feedback" / "correct" / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").exists()
     # make exits with 2 for any failing recipe: the file keeps grade.py's own status
     assert (out / "course" / "exit-status").read_text() == "1\n"
 
@@ -352,7 +352,7 @@ def test_regrading_one_student_leaves_the_others_as_they_were(regraded):
 def test_feedback_pages_show_no_machinery_and_no_paths_of_the_grader(graded):
     _, _, _, _, out = graded
     for student in ("blank", "tampered"):
-        page = (out / "course" / "feedback" / student / LANG / f"{STEM}.html").read_text(encoding="utf-8")
+        page = (out / "course" / "feedback" / student / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").read_text(encoding="utf-8")
         assert "NotImplementedError" in page
         assert "_core.py" not in page and "checks/nb" not in page
         assert str(out) not in page and str(ROOT) not in page
