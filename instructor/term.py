@@ -295,11 +295,13 @@ def gradebook_rows(db: Path) -> list[dict]:
 
 
 def roster_of(db: Path) -> dict[str, dict]:
-    """``{id: {"name": "First Last"}}`` from the gradebook's students."""
+    """``{id: {"name": "First Last", "canvas_id": lms_user_id}}`` from the gradebook's students
+    (the roster that ``nbgrader db student import`` read)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(db).resolve()}") as gb:
-        return {s.id: {"name": " ".join(x for x in (s.first_name, s.last_name) if x) or s.id}
+        return {s.id: {"name": " ".join(x for x in (s.first_name, s.last_name) if x) or s.id,
+                       "canvas_id": s.lms_user_id or ""}
                 for s in gb.students}
 
 
