@@ -79,7 +79,8 @@ def test_a_notebook_handed_in_in_both_languages_counts_once_the_better():
     text = grade.table(rows)
     line = next(x for x in text.splitlines() if x.startswith("a "))
     assert line.split() == ["a", "zh+en", "3/4", "2/4", "5/8"]
-    assert grade.both_languages(rows) == ["a 01: handed in twice (01-en 3/4, 01-zh 1/4); the better, 01-en, counts"]
+    assert grade.both_languages(rows) == [
+        "a 01: handed in twice (01-en 3/4, 01-zh 1/4); the better, 01-en, counts"]
 
 
 def test_a_regrade_keeps_the_earlier_rows_of_everyone_else(tmp_path):

@@ -352,7 +352,8 @@ def test_regrading_one_student_leaves_the_others_as_they_were(regraded):
 def test_feedback_pages_show_no_machinery_and_no_paths_of_the_grader(graded):
     _, _, _, _, out = graded
     for student in ("blank", "tampered"):
-        page = (out / "course" / "feedback" / student / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").read_text(encoding="utf-8")
+        page = (out / "course" / "feedback" / student / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").read_text(
+            encoding="utf-8")
         assert "NotImplementedError" in page
         assert "_core.py" not in page and "checks/nb" not in page
         assert str(out) not in page and str(ROOT) not in page

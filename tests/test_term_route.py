@@ -88,11 +88,13 @@ class Class:
         self.exchange.mkdir()
         config = (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
         (root / "nbgrader_config.py").write_text(
-            config + f"\n# this test's own exchange\nc.Exchange.root = {str(self.exchange)!r}\n", encoding="utf-8")
+            config + f"\n# this test's own exchange\nc.Exchange.root = {str(self.exchange)!r}\n",
+            encoding="utf-8")
         os.symlink(ROOT / "instructor", root / "instructor")
         # the route says `source .venv/bin/activate`: here that puts this interpreter's nbgrader on PATH
         (root / ".venv" / "bin").mkdir(parents=True)
-        (root / ".venv" / "bin" / "activate").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+        (root / ".venv" / "bin" / "activate").write_text(
+            f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
         (root / "roster.csv").write_text("id,first_name,last_name,email,lms_user_id\n"
                                          "alice,Alice,Liu,alice@example.org,1001\n"
                                          "bob,Bo,Wang,bob@example.org,1002\n"
@@ -100,7 +102,9 @@ class Class:
         self.log = []
 
     def run(self, commands: list[str], assignment: str | None = None) -> None:
-        script = "set -euo pipefail\n" + (f"A={assignment}\n" if assignment else "") + "\n".join(commands)
+        # every block runs in the shell the guide's first command prepared (source .venv/bin/activate)
+        script = "set -euo pipefail\nsource .venv/bin/activate\n"
+        script += (f"A={assignment}\n" if assignment else "") + "\n".join(commands)
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
         run = subprocess.run(["bash", "-c", script], cwd=self.root, capture_output=True, text=True,
                              timeout=300, env=env)
@@ -224,8 +228,8 @@ def test_the_exports_have_one_row_per_student_and_one_column_per_notebook(term):
     full1, full2 = full_points("01-en"), full_points("02-en")
     late = full1 - 0.2 * full1
     canvas = read(k.course / "export" / "grades-canvas.csv")
-    assert canvas[0] == ["Student", "ID", "SIS User ID", "Section", "01 library analogy", "02 qkv projections",
-                         "Total"]
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "Section", "01 library analogy",
+                         "02 qkv projections", "Total"]
     assert canvas[1][:4] == ["Points Possible", "", "", ""]
     assert [float(x) for x in canvas[1][4:]] == [full1, full2, full1 + full2]
     rows = {r[2]: r for r in canvas[2:]}
