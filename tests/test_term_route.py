@@ -229,9 +229,9 @@ def test_the_exports_have_one_row_per_student_and_one_column_per_notebook(term):
     late = full1 - 0.2 * full1
     canvas = read(k.course / "export" / "grades-canvas.csv")
     assert canvas[0] == ["Student", "ID", "SIS User ID", "Section", "01 library analogy",
-                         "02 qkv projections", "Total"]
-    assert canvas[1][:4] == ["Points Possible", "", "", ""]
-    assert [float(x) for x in canvas[1][4:]] == [full1, full2, full1 + full2]
+                         "02 qkv projections", "Final Points"]
+    assert canvas[1][:4] == ["Points Possible", "", "", ""] and canvas[1][-1] == "(read only)"
+    assert [float(x) for x in canvas[1][4:-1]] == [full1, full2]
     rows = {r[2]: r for r in canvas[2:]}
     assert set(rows) == {"alice", "bob", "carol"}
     assert rows["alice"][:2] == ["Alice Liu", "1001"] and rows["bob"][1] == "1002"
