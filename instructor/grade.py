@@ -374,7 +374,7 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                            assignment=term.assignment_id(number, lang))
         rows.append(problem)
     graded = {s.student for s in submissions} | {p["student"] for p in problems
-                                                 if p["status"] != "no course notebook"}
+                                                 if p["status"] == "unreadable"}
     rows += missing_rows(rows, numbers, graded)
     if only is not None or students:
         rows = merged_with_earlier(rows, out / "grades.csv")
