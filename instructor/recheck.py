@@ -2,9 +2,10 @@
 
 Usage:
     python instructor/recheck.py SUBMITTED [--gradebook course/gradebook.db] [--csv FILE]
+                                 [--assignment 03-en]
 
 SUBMITTED is nbgrader's ``submitted/`` folder (``<student>/<assignment>/<notebook>.ipynb``, the
-assignment being ``zh`` or ``en``) or make grade's input (``<student>/<notebook>.ipynb``).
+assignment being ``NN-lang``, such as ``03-en``) or make grade's input (``<student>/<notebook>.ipynb``).
 
 For each returned notebook:
 
@@ -509,7 +510,8 @@ def returned_notebooks(submitted: Path) -> list[tuple[str, str | None, Path]]:
             if ".ipynb_checkpoints" in path.parts:
                 continue
             parent = path.parent.name
-            found.append((student.name, parent if parent in LANGS else None, path))
+            known = parent in LANGS or (len(parent) == 5 and parent[2] == "-" and parent[3:] in LANGS)
+            found.append((student.name, parent if known else None, path))
     return found
 
 
@@ -534,6 +536,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("submitted", help="nbgrader's submitted/ folder, or make grade's input folder")
     parser.add_argument("--gradebook", help="nbgrader's gradebook.db, to compare with its scores")
     parser.add_argument("--csv", help="write one row per notebook here")
+    parser.add_argument("--assignment", help="only this assignment of nbgrader's layout (03-en)")
     args = parser.parse_args(argv)
     submitted = Path(args.submitted)
     if not submitted.is_dir():
@@ -545,7 +548,9 @@ def main(argv: list[str]) -> int:
     graded = gradebook_scores(Path(args.gradebook)) if args.gradebook else {}
     rows, attention = [], False
     for student, assignment, path in returned_notebooks(submitted):
-        lang = assignment or language_of(path)
+        if args.assignment and assignment != args.assignment:
+            continue
+        lang = assignment[-2:] if assignment else language_of(path)
         if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
             rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",
                              max_score="", notebook_score="", differs="", flags="",
@@ -553,10 +558,10 @@ def main(argv: list[str]) -> int:
             attention = True
             continue
         r = recheck(path, lang)
-        before = graded.get((student, lang, path.stem))
+        before = graded.get((student, assignment or lang, path.stem))
         differs = r.score is not None and before is not None and abs(before - r.score) > 1e-9
         attention |= bool(differs or r.flags or r.error)
-        rows.append(dict(student=student, assignment=lang, notebook=path.stem,
+        rows.append(dict(student=student, assignment=assignment or lang, notebook=path.stem,
                          recheck="error" if r.score is None else f"{r.score:g}", max_score=f"{r.max_score:g}",
                          notebook_score="" if before is None else f"{before:g}",
                          differs="yes" if differs else "", flags=r.flag_text(),
