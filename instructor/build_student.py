@@ -17,10 +17,10 @@ tests go, check cells are locked and outputs are cleared.
     requirements.txt     the learner's requirements, the library as the wheel below
     wheels/attention_course-<version>+src.<hash>-py3-none-any.whl   the whole library, from src/
     notebooks/<lang>/    the student notebooks
-    figures/             the images the notebooks read
 
-The notebooks sit two levels down, as in the repository, so that every relative link they hold
-(``../../figures/...``) stays valid. The instructor notebooks and their solutions do not ship.
+The notebooks read no file beside them (notebook 06's stored bench is package data of the
+library), so they run wherever a learner puts them. The instructor notebooks and their solutions
+do not ship.
 
 The wheel's version is pyproject.toml's with a local segment, ``+src.<hash>``, computed from the
 files of src/: a hand-out built after any change to the library carries another version, so that
@@ -172,7 +172,6 @@ def build(out: Path, langs=LANGS, numbers: list[str] | None = None) -> dict[str,
             notebooks_dir.mkdir(parents=True)
             for nb in sorted(students.glob("*.ipynb")):
                 shutil.copy2(nb, notebooks_dir / nb.name)
-            shutil.copytree(ROOT / "figures", target / "figures")
             (target / "wheels").mkdir()
             shutil.copy2(wheel, target / "wheels" / wheel.name)
             (target / "requirements.txt").write_text(learner_requirements(f"wheels/{wheel.name}"),
@@ -207,7 +206,7 @@ def main() -> int:
     written = build(Path(args.out), tuple(args.lang or LANGS), numbers)
     for lang, folder in written.items():
         n = len(list((folder / "notebooks" / lang).glob("*.ipynb")))
-        print(f"{folder}: {n} student notebooks, figures, the library wheel; give learners this folder"
+        print(f"{folder}: {n} student notebooks, the library wheel; give learners this folder"
               " (they run make lab, make test)")
     return 0
 

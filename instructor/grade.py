@@ -300,13 +300,6 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                             " choose another folder.")
     out.mkdir(parents=True, exist_ok=True)
     api = nbgrader_api(out)
-    # autograde runs a notebook in autograded/<student>/<NN-lang>/, two levels down as in
-    # notebooks/<lang>/ of the repository: with figures/ beside the students, ../../figures/ holds.
-    figures = out / "autograded" / "figures"
-    if (ROOT / "figures").is_dir() and not figures.exists() and not any(s.student == "figures"
-                                                                          for s in submissions):
-        figures.parent.mkdir(exist_ok=True)
-        figures.symlink_to(ROOT / "figures", target_is_directory=True)
     with Gradebook(api.coursedir.db_url) as gb:
         existing = {a.name for a in gb.assignments}
     for assignment in sorted({s.assignment for s in submissions} - existing):

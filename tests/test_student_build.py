@@ -48,7 +48,7 @@ def test_each_language_is_one_self_contained_folder(handout, lang):
     folder = handout / lang
     top = {p.name for p in folder.iterdir()}
     assert top == {"README.md", "README.zh-CN.md", "LICENSE", "LICENSE-CONTENT", "Makefile",
-                   "check_install.py", "requirements.txt", "wheels", "notebooks", "figures"}
+                   "check_install.py", "requirements.txt", "wheels", "notebooks"}
     assert [p.name for p in (folder / "notebooks").iterdir()] == [lang]
     assert sorted(p.name for p in (folder / "notebooks" / lang).iterdir()) == names(lang)
     readme = (folder / "README.md").read_text(encoding="utf-8")
