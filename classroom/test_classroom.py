@@ -150,7 +150,9 @@ SCORE_01 = {"right": 4, "wrong": 3, "blank": 0, "tamper": 3, "browser": 0}
 
 def expected(role: str, assignment: str) -> float:
     kind = WORK[role][assignment]
-    return max_score(assignment) if kind == "right" else float(SCORE_01[kind]) if assignment[:2] == "01" else 0.0
+    if kind == "right":
+        return max_score(assignment)
+    return float(SCORE_01[kind]) if assignment.startswith("01-") else 0.0
 
 
 def edits(kind: str, assignment: str) -> dict[str, str]:
@@ -224,8 +226,8 @@ def execute_code(assignment: str) -> str:
         _t = time.monotonic()
         NotebookClient(_nb, timeout=120, allow_errors=True, kernel_name="python3",
                        resources={{"metadata": {{"path": os.path.dirname(_path)}}}}).execute()
-        _errors = [o.get("ename") + ": " + str(o.get("evalue"))[:200] for c in _nb.cells if c.cell_type == "code"
-                   for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        _errors = [o.get("ename") + ": " + str(o.get("evalue"))[:200] for c in _nb.cells
+                   if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
         _ran = sum(1 for c in _nb.cells if c.cell_type == "code" and c.get("execution_count"))
         print("EXECUTED " + json.dumps(dict(errors=_errors, ran=_ran, seconds=time.monotonic() - _t)))
     """)
@@ -390,11 +392,11 @@ def main() -> int:
             check(r.status_code == 403, "a student's browser session is refused at another student's server"
                   " (403 after the hub's OAuth redirect)", f"{r.status_code} at {r.url}")
             r = b.session.get(b.server_url("lab"), timeout=60)
-            check(r.status_code == 200 and "JupyterLab" in r.text, "the same session opens its own JupyterLab",
-                  f"{r.status_code} at {r.url}")
+            check(r.status_code == 200 and "JupyterLab" in r.text,
+                  "the same session opens its own JupyterLab", f"{r.status_code} at {r.url}")
             r = b.hub_api("DELETE", f"/users/{a.name}/server")
-            check(r.status_code in (403, 404), "a student cannot stop another student's server through the hub"
-                  f" ({r.status_code})")
+            check(r.status_code in (403, 404),
+                  f"a student cannot stop another student's server through the hub ({r.status_code})")
             out, err = b.run(f"import os\ntry:\n    os.listdir('/home/{teacher}')\n    print('listed')\n"
                              "except PermissionError:\n    print('denied')")
             check(out.strip() == "denied", "a student cannot read the instructor's home (the solutions)",
@@ -410,7 +412,8 @@ def main() -> int:
             for assignment in (a for a in WORK[role] if a in week):
                 kind = WORK[role][assignment]
                 steps = [run_nbgrader(["fetch_assignment", assignment])]
-                steps += [execute_code(assignment)] if kind == "run" else [edit_code(assignment, edits(kind, assignment))]
+                steps += ([execute_code(assignment)] if kind == "run"
+                          else [edit_code(assignment, edits(kind, assignment))])
                 steps += [run_nbgrader(["submit", assignment])]
                 for code in steps:
                     out, err = who.run(code)
@@ -442,9 +445,9 @@ def main() -> int:
         with Stage("week 1: release 01-en and 01-zh, students fetch, answer and submit"):
             out, err = instr.run(release_code(clone, WEEK1, outbound), timeout=300)
             released = result_line(out, "RELEASED") if not err else None
-            check(released == sorted(WEEK1), "week 1: the instructor puts notebook 01 of each language in its"
-                  " own assignment (instructor/term.py), generates (make grade's nbgrader set-up) and releases"
-                  " 01-en and 01-zh", out[-2000:] + str(err))
+            check(released == sorted(WEEK1), "week 1: the instructor puts notebook 01 of each language in"
+                  " its own assignment (instructor/term.py), generates (make grade's nbgrader set-up) and"
+                  " releases 01-en and 01-zh", out[-2000:] + str(err))
             student_version = (outbound / "01-en" / notebook_of("01-en").name).read_text(encoding="utf-8")
             check("NotImplementedError" in student_version and "### BEGIN SOLUTION" not in student_version
                   and "e = np.exp(x - x.max(" not in student_version,
@@ -461,9 +464,10 @@ def main() -> int:
                 b_result = done[roles.index("browser")]
                 ok = isinstance(b_result, dict) and b_result.get("ok")
                 check(ok, "in headless Chromium, a student logs in through the hub, fetches 01-en from the"
-                      " Assignments tab, runs notebook 01, moves a slider (the kernel redraws the figure), saves"
-                      f" and submits from the Assignments tab (screenshots in {shots})", json.dumps(
-                          b_result if isinstance(b_result, dict) else str(b_result), ensure_ascii=False)[-2000:])
+                      " Assignments tab, runs notebook 01, moves a slider (the kernel redraws the figure),"
+                      f" saves and submits from the Assignments tab (screenshots in {shots})",
+                      json.dumps(b_result if isinstance(b_result, dict) else str(b_result),
+                                 ensure_ascii=False)[-2000:])
             owners = {p.name.split("+")[0]: p.owner() for p in inbound.iterdir()}
             check(owners == {s: s for s in student.values()},
                   "each submission in the exchange is owned by the student who made it", str(owners))
@@ -475,32 +479,50 @@ def main() -> int:
                 sub = next(p for p in inbound.iterdir() if p.name.startswith(student["browser"] + "+"))
                 cells = json.loads((sub / notebook_of("01-en").name).read_text(encoding="utf-8"))["cells"]
                 ran = sum(1 for c in cells if c["cell_type"] == "code" and c.get("execution_count"))
-                check(ran >= 10, f"the browser's submission is the notebook it ran and saved ({ran} code cells"
-                      " with outputs)")
+                check(ran >= 10, "the browser's submission is the notebook it ran and saved"
+                      f" ({ran} code cells with outputs)")
 
-        # --- week 1: the instructor grades with nbgrader's API ----------------------------------
-        with Stage("week 1: collect, autograde, feedback (nbgrader's API)"):
-            pairs = [(student[r], a) for r in roles for a in WORK[r] if a in WEEK1]
-            out, err = instr.run(instructor_code(clone, f"""
-                logs = {{}}
-                for a in {list(WEEK1)!r}:
-                    logs["collect " + a] = ok(api.collect(a), "collect " + a)
+        # --- week 2 is released; the instructor grades week 1 while the students work on week 2 --
+        week2_roles = [r for r in roles if any(a in WEEK2 for a in WORK[r])]
+        with Stage("week 2: release 06-en and 09-zh"):
+            out, err = instr.run(release_code(clone, WEEK2, outbound), timeout=300)
+            released = result_line(out, "RELEASED") if not err else None
+            check(released == sorted(ASSIGNMENTS), "week 2: the instructor releases 06-en and 09-zh;"
+                  " week 1's assignments stay released beside them", out[-2000:] + str(err))
+
+        pairs = [(student[r], a) for r in roles for a in WORK[r] if a in WEEK1]
+        grade_week1 = instructor_code(clone, f"""
+            logs = {{}}
+            for a in {list(WEEK1)!r}:
+                logs["collect " + a] = ok(api.collect(a), "collect " + a)
+            for s, a in {pairs!r}:
+                logs["autograde " + s] = ok(api.autograde(a, s), "autograde " + s + " " + a)
+            for a in {list(WEEK1)!r}:
+                ok(api.generate_feedback(a), "generate_feedback " + a)
+                logs["release_feedback " + a] = ok(api.release_feedback(a), "release_feedback " + a)
+            from nbgrader.api import Gradebook
+            scores = {{}}
+            with Gradebook(api.coursedir.db_url) as gb:
                 for s, a in {pairs!r}:
-                    logs["autograde " + s] = ok(api.autograde(a, s), "autograde " + s + " " + a)
-                for a in {list(WEEK1)!r}:
-                    ok(api.generate_feedback(a), "generate_feedback " + a)
-                    logs["release_feedback " + a] = ok(api.release_feedback(a), "release_feedback " + a)
-                from nbgrader.api import Gradebook
-                scores = {{}}
-                with Gradebook(api.coursedir.db_url) as gb:
-                    for s, a in {pairs!r}:
-                        sub = gb.find_submission(a, s)
-                        scores[s] = [sub.score, sub.max_score]
-                print("RESULT " + json.dumps(dict(scores=scores, logs=logs)))
-            """), timeout=600)
+                    sub = gb.find_submission(a, s)
+                    scores[s] = [sub.score, sub.max_score]
+            print("RESULT " + json.dumps(dict(scores=scores, logs=logs)))
+        """)
+
+        def job(name):
+            t0 = time.monotonic()
+            result = instr.run(grade_week1, timeout=900) if name == "grade" else do_student(name, WEEK2)
+            return result, time.monotonic() - t0
+
+        with Stage("at once: the instructor grades week 1 (nbgrader's API); students fetch, run, answer"
+                   " and submit week 2"):
+            jobs = ["grade", *week2_roles]
+            done = dict(zip(jobs, parallel(job, jobs), strict=True))
+            graded = done.pop("grade")
+            (out, err), seconds = graded if not isinstance(graded, Exception) else (("", str(graded)), 0)
             result = result_line(out, "RESULT")
-            if not check(result is not None and not err, "week 1: the instructor collects, autogrades, generates"
-                         " and releases feedback", out[-3000:] + str(err)):
+            if not check(result is not None and not err, "week 1: the instructor collects, autogrades,"
+                         f" generates and releases feedback ({seconds:.1f} s)", out[-3000:] + str(err)):
                 raise RuntimeError("grading failed")
             for role in roles:
                 got = result["scores"][student[role]]
@@ -509,28 +531,22 @@ def main() -> int:
                       f"{role} ({a}) scores {expected(role, a):g}/{max_score(a):g}", f"got {got}")
             check("checksum" in result["logs"][f"autograde {student['tamper']}"]
                   and "checksum" not in result["logs"][f"autograde {student['right']}"],
-                  "autograde reports the tampered check cell (checksum changed) and restores it; tamper scores"
-                  " the same as the same answers untouched")
+                  "autograde reports the tampered check cell (checksum changed) and restores it;"
+                  " tamper scores the same as the same answers untouched")
 
-        # --- week 2: 06-en and 09-zh ------------------------------------------------------------
-        week2_roles = [r for r in roles if any(a in WEEK2 for a in WORK[r])]
-        with Stage("week 2: release 06-en and 09-zh, students fetch, run, answer and submit"):
-            out, err = instr.run(release_code(clone, WEEK2, outbound), timeout=300)
-            released = result_line(out, "RELEASED") if not err else None
-            check(released == sorted(ASSIGNMENTS), "week 2: the instructor releases 06-en and 09-zh; week 1's"
-                  " assignments stay released beside them", out[-2000:] + str(err))
-            t0 = time.monotonic()
-            done = dict(zip(week2_roles, parallel(lambda r: do_student(r, WEEK2), week2_roles), strict=True))
             errors = [str(r) for r in done.values() if isinstance(r, Exception)]
-            check(not errors, f"week 2: {', '.join(week2_roles)} fetch and submit"
-                  f" ({time.monotonic() - t0:.1f} s)", "\n".join(errors))
-            runs = done.get("blank") if isinstance(done.get("blank"), dict) else {}
+            took = ", ".join(f"{r} {done[r][1]:.1f} s" for r in week2_roles
+                             if not isinstance(done[r], Exception))
+            check(not errors, f"week 2: {', '.join(week2_roles)} fetch and submit ({took})",
+                  "\n".join(errors))
+            blank = done.get("blank")
+            runs = blank[0] if isinstance(blank, tuple) else {}
             for a in WEEK2:
                 run = runs.get(a)
                 stops = sorted({e.split(":")[0] for e in run["errors"]}) if run else None
                 check(run is not None and stops == ["NotImplementedError"] and run["ran"] >= 10,
-                      f"{a}, as fetched into the student's home (~/{a}/), runs there: every cell executes and the"
-                      " only stops are the unanswered exercises' NotImplementedError"
+                      f"{a}, as fetched into the student's home (~/{a}/), runs there: every cell executes"
+                      " and the only stops are the unanswered exercises' NotImplementedError"
                       + (f" ({run['ran']} code cells, {run['seconds']:.0f} s)" if run else ""),
                       json.dumps(run, ensure_ascii=False)[-1500:])
 
@@ -552,7 +568,11 @@ def main() -> int:
             check(r.status_code == 200 and r.url.rstrip("/").endswith("formgrader/manage_assignments")
                   and "Manage Assignments" in r.text,
                   "the instructor's browser session opens the formgrader through the hub"
-                  f" (/user/{teacher}/formgrader/ leads to Manage Assignments)", f"{r.status_code} at {r.url}")
+                  f" (/user/{teacher}/formgrader/ leads to Manage Assignments)",
+                  f"{r.status_code} at {r.url}")
+            code_c = [fg_json("POST", f"api/assignment/{a}/collect") for a in WEEK2]
+            check(all(c == 200 and isinstance(j, dict) and j.get("success") for c, j in code_c),
+                  "the formgrader collects week 2 (api/assignment/<id>/collect)", str(code_c)[:1500])
             code, listed = fg_json("GET", "api/assignments")
             by_name = {x["name"]: x for x in listed} if code == 200 and isinstance(listed, list) else {}
             submitted = {a: sum(1 for r in roles if a in WORK[r]) for a in ASSIGNMENTS}
@@ -560,10 +580,9 @@ def main() -> int:
                   and all(by_name[a]["status"] == "released" for a in ASSIGNMENTS)
                   and {a: by_name[a]["num_submissions"] for a in ASSIGNMENTS} == submitted,
                   "formgrader api/assignments lists the four assignments, released, with the number of"
-                  f" submissions of each ({submitted})", f"{code} {str(listed)[:1500]}")
-            code_c = [fg_json("POST", f"api/assignment/{a}/collect") for a in WEEK2]
-            check(all(c == 200 and isinstance(j, dict) and j.get("success") for c, j in code_c),
-                  "the formgrader collects week 2 (api/assignment/<id>/collect)", str(code_c)[:1500])
+                  f" collected submissions of each ({submitted})",
+                  f"{code} {[{k: x.get(k) for k in ('name', 'status', 'num_submissions')} for x in listed]}"
+                  if by_name else f"{code} {str(listed)[:1500]}")
             wanted = {a: sorted(student[r] for r in roles if a in WORK[r]) for a in WEEK2}
             code, subs = fg_json("GET", "api/submissions/06-en")
             check(code == 200 and sorted(s["student"] for s in subs) == wanted["06-en"]
@@ -577,15 +596,17 @@ def main() -> int:
             scores = {}
             for a in (*WEEK1, *WEEK2):
                 code, subs = fg_json("GET", f"api/submissions/{a}")
-                scores[a] = {s["student"]: [s["score"], s["max_score"]] for s in subs} if code == 200 else code
+                scores[a] = ({s["student"]: [s["score"], s["max_score"]] for s in subs}
+                             if code == 200 else code)
             want = {a: {student[r]: [expected(r, a), max_score(a)] for r in roles if a in WORK[r]}
                     for a in ASSIGNMENTS}
             for a in WEEK2:
-                check(scores[a] == want[a], f"formgrader api/submissions/{a} has the scores"
-                      f" ({', '.join(f'{r} {expected(r, a):g}/{max_score(a):g}' for r in roles if a in WORK[r])})",
+                listing = ", ".join(f"{r} {expected(r, a):g}/{max_score(a):g}" for r in roles if a in WORK[r])
+                check(scores[a] == want[a], f"formgrader api/submissions/{a} has the scores ({listing})",
                       f"got {scores[a]}")
-            check(all(scores[a] == want[a] for a in WEEK1), "week 1's scores stay as they were in the formgrader"
-                  " (one assignment per notebook: week 2 changes no week-1 grade)", str({a: scores[a] for a in WEEK1}))
+            check(all(scores[a] == want[a] for a in WEEK1), "week 1's scores stay as they were in the"
+                  " formgrader (one assignment per notebook: week 2 changes no week-1 grade)",
+                  str({a: scores[a] for a in WEEK1}))
             fb = [fg_json("POST", f"api/assignment/{a}/{step}") for a in WEEK2
                   for step in ("generate_feedback", "release_feedback")]
             check(all(c == 200 and isinstance(j, dict) and j.get("success") for c, j in fb),
@@ -604,10 +625,11 @@ def main() -> int:
             grades = result_line(out, "RESULT")
             rows = list(csv.DictReader(io.StringIO(grades or "")))
             csv_scores = {(row["student_id"], row["assignment"]): float(row["score"]) for row in rows}
-            want_csv = {(student[r], a): expected(r, a) if a in WORK[r] else 0.0 for r in roles for a in ASSIGNMENTS}
+            want_csv = {(student[r], a): expected(r, a) if a in WORK[r] else 0.0
+                        for r in roles for a in ASSIGNMENTS}
             check(grades is not None and len(rows) == len(want_csv) and csv_scores == want_csv,
-                  "nbgrader export has one row per student and assignment, with the score (0 where nothing was"
-                  " submitted)", str(csv_scores) + out[-1000:] + str(err))
+                  "nbgrader export has one row per student and assignment, with the score (0 where nothing"
+                  " was submitted)", str(csv_scores) + out[-1000:] + str(err))
 
             def fetch_feedback(role):
                 who, found = learners[student[role]], {}
@@ -649,8 +671,8 @@ def main() -> int:
             # anyone reads it. The guide says so; this keeps the guide true.
             a_sub = next(p for p in inbound.iterdir() if p.name.startswith(a.name + "+01-en+"))
             out, err = b.run(f"print(open({str(a_sub / notebook_of('01-en').name)!r}).read()[:1])")
-            check(out.strip() == "{", "documented limit: a student told the folder name of another's submission"
-                  " can read it (files 0644 in a folder 0777)", out + str(err))
+            check(out.strip() == "{", "documented limit: a student told the folder name of another's"
+                  " submission can read it (files 0644 in a folder 0777)", out + str(err))
             # A submission made in another student's name: nbgrader records it under that name.
             out, err = b.run(run_nbgrader(["submit", "01-zh", f"--student={a.name}"]))
             check(err is None, "documented limit: a student can submit in another student's name"
@@ -661,8 +683,8 @@ def main() -> int:
             log = result_line(out, "RESULT") or ""
             check(f"claims to be submitted by {a.name} but is owned by {b.name}" in log
                   and f"Collecting submission: {a.name} 01-zh" in log,
-                  "collect warns that the submission is owned by someone else (\"cheating attempt?\"); it still"
-                  " collects it", log[-1500:] + str(err))
+                  "collect warns that the submission is owned by someone else (\"cheating attempt?\");"
+                  " it still collects it", log[-1500:] + str(err))
     except BaseException as e:  # noqa: BLE001 (any failure, an interrupt too, is reported and cleaned up)
         check(False, f"the run stopped: {type(e).__name__}: {e}", traceback.format_exc()[-3000:])
         if hub is not None:
@@ -697,8 +719,8 @@ def main() -> int:
     print("stage times (s):")
     for name, seconds in STAGES:
         print(f"  {seconds:6.1f}  {name}")
-    print(f"  {time.monotonic() - t_start:6.1f}  whole run (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f},"
-          f" {os.cpu_count()} cores)")
+    print(f"  {time.monotonic() - t_start:6.1f}  whole run (load average"
+          f" {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores)")
     passed = sum(ok for ok, _ in RESULTS)
     failed = len(RESULTS) - passed
     print(f"{passed} passed, {failed} failed" + (f", {len(SKIPPED)} skipped" if SKIPPED else ""))

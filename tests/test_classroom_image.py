@@ -86,14 +86,15 @@ def test_the_image_copies_no_notebook_and_no_instructor_file():
               if line.startswith("COPY ")]
     sources = [s for srcs in copies for s in srcs]
     assert sources, "the Dockerfile copies what it installs"
-    assert not [s for s in sources if s in {".", "./", "*"} or s.startswith(("notebooks", "instructor", "src"))]
+    assert not [s for s in sources
+                if s in {".", "./", "*"} or s.startswith(("notebooks", "instructor", "src"))]
     assert "dist/attention_course-*.whl" in sources
 
 
 def test_the_guide_shows_the_dockerfile_as_it_is():
     guide = GUIDE.read_text(encoding="utf-8")
     blocks = re.findall(r"```dockerfile\n(.*?)```", guide, re.S)
-    assert blocks == [DOCKERFILE.read_text(encoding="utf-8")], "classroom/README.md shows classroom/Dockerfile"
+    assert blocks == [DOCKERFILE.read_text(encoding="utf-8")], "the guide shows classroom/Dockerfile"
 
 
 def test_the_instructor_course_directory_is_in_their_home(tmp_path, monkeypatch):
