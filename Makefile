@@ -71,19 +71,22 @@ test-notebooks: $(DEV_STAMP)
 notebooks: $(DEV_STAMP)
 	$(PY) maintainer/execute_notebooks.py $(NOTEBOOKS)
 
-## make student: one self-contained hand-out per language in build/student/{zh,en}/: student
-##   notebooks (nbgrader: solutions removed, outputs cleared), figures, the library as a wheel.
+## make student [NB=03 | NB="03 06"]: one self-contained hand-out per language in
+##   build/student/{zh,en}/: student notebooks (nbgrader, assignments NN-zh/NN-en: solutions removed,
+##   outputs cleared), figures, the library as a wheel. NB: only those notebooks (default: all).
 student: $(DEV_STAMP)
-	$(PY) instructor/build_student.py --out build/student
+	$(PY) instructor/build_student.py --out build/student $(if $(NB),--notebook "$(NB)")
 
-## make grade SUBMITTED=folder [GRADE_FLAGS="--student bob"] (one subfolder per student): nbgrader
-##   autograde and feedback, then the out-of-process re-check, which is the grade, in build/grade/
-##   (kept between runs: --student / --notebook regrade only those). Prints a table by student and
-##   notebook, writes build/grade/grades.csv. make itself exits 2 on any failure, so grade.py's own
-##   status (1: graded with problems, 2: unusable input) is printed in make's "Error N" line and
-##   written to build/grade/exit-status. Guide: docs/instructors.md, docs/grading.md.
+## make grade SUBMITTED=folder [NB=03 | NB="03 06"] [GRADE_FLAGS="--student bob"] (one subfolder
+##   per student): nbgrader autograde and feedback per assignment NN-lang, then the out-of-process
+##   re-check, which is the grade, in build/grade/ (kept between runs: NB / --student regrade only
+##   those). A notebook handed in in zh and en counts once, the better. Prints a table by student
+##   and notebook; writes build/grade/grades.csv (long form), grades-canvas.csv, grades-moodle.csv
+##   (one row per student) and feedback-zip/<student>.zip. make itself exits 2 on any failure, so
+##   grade.py's own status (1: graded with problems, 2: unusable input) is printed in make's
+##   "Error N" line and written to build/grade/exit-status. Guide: docs/instructors.md.
 grade: $(DEV_STAMP)
-	$(PY) instructor/grade.py $(SUBMITTED) $(GRADE_FLAGS)
+	$(PY) instructor/grade.py $(SUBMITTED) $(if $(NB),--notebook "$(NB)") $(GRADE_FLAGS)
 
 ## make bench-grading: 3 students x every notebook of one language through the grading, re-check included.
 bench-grading: $(DEV_STAMP)

@@ -1,16 +1,22 @@
 """nbgrader settings for the whole course: the one place they live.
 
-nbgrader reads this file when it runs from the repository's root (``nbgrader generate_assignment zh``
-...); ``make student`` and ``make grade`` load it too and change only where files go. A JupyterHub
-with formgrader and the exchange loads it as well (classroom/README.md), so the course id, the
-exchange and the grading settings are written here once.
+nbgrader reads this file when it runs from the repository's root (``nbgrader generate_assignment
+03-en`` ...); ``make student`` and ``make grade`` load it too and change only where files go. A
+JupyterHub with formgrader and the exchange loads it as well (classroom/README.md), so the course
+id, the exchange, the late-submission policy and the grading settings are written here once.
 
 Layout (nbgrader's ``{nbgrader_step}/{student_id}/{assignment_id}/{notebook_id}.ipynb``):
 
-- assignments: one per language, ids ``zh`` and ``en``; an assignment is every notebook of that
-  language, so its source is the instructor folder itself, ``notebooks/zh/`` or ``notebooks/en/``;
+- assignments: one per notebook and language, ids ``NN-lang`` (``01-zh``, ``01-en``, ...,
+  ``09-en``), each with its own due date in the gradebook (``nbgrader db assignment add 03-en
+  --duedate=...``) and its own submission, so week 3's hand-in never replaces week 2's;
+- an assignment's source is ``course/source/NN-lang/`` holding that one notebook, copied from
+  ``notebooks/<lang>/`` by ``python instructor/term.py source`` (nbgrader cannot map ``03-en``
+  onto ``notebooks/en/03_scaled_dot_product.ipynb`` itself);
 - everything nbgrader writes (``release/``, ``submitted/``, ``autograded/``, ``feedback/`` and
-  ``gradebook.db``) goes under ``course/`` at the repository's root, kept out of version control.
+  ``gradebook.db``) goes under ``course/`` at the repository's root, kept out of version control;
+- a student's zh and en work on the same notebook counts once, the better score: nbgrader keeps
+  both, ``instructor/term.py export`` and ``make grade`` merge them (docs/instructors.md).
 """
 
 import os
@@ -22,12 +28,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # --- Course directory -------------------------------------------------------------------------
 # The course id names the course in the exchange (release_assignment, fetch, submit, collect).
 c.CourseDirectory.course_id = "attention_course"
-# Everything nbgrader writes; the gradebook defaults to <root>/gradebook.db.
+# Everything nbgrader writes; the gradebook defaults to <root>/gradebook.db. The source folders
+# are nbgrader's default, <root>/source/NN-lang/ (python instructor/term.py source fills them).
 c.CourseDirectory.root = os.path.join(HERE, "course")
-# The instructor notebooks are the source: source/<assignment>/ is notebooks/<lang>/. The path is
-# absolute so that a different root (make grade uses build/grade/) still reads these notebooks.
-c.CourseDirectory.source_directory = os.path.join(HERE, "notebooks")
-# Notebooks only: nothing else in notebooks/<lang>/ belongs in the learner's copy.
+# Notebooks only: nothing else in a source folder belongs in the learner's copy.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
 # --- Student version (generate_assignment) ----------------------------------------------------
@@ -56,6 +60,34 @@ try:
     output_widget.OutputWidget.sync_state = lambda self: None
 except ImportError:  # another nbclient layout: grading still works, without the guard
     pass
+
+# --- Late submissions -------------------------------------------------------------------------
+# Due dates live in the gradebook, one per assignment; an extension (instructor/term.py extend)
+# moves one student's. autograde compares the time collect recorded with it and asks this plugin
+# for the penalty, which nbgrader subtracts from the notebook's score.
+try:
+    from nbgrader.plugins import LateSubmissionPlugin
+    from traitlets import Float
+except ImportError:  # read without nbgrader (a test of the settings): no plugin to define
+    LateSubmissionPlugin = None
+
+if LateSubmissionPlugin is not None:
+    import math
+
+    class StartedDayPenalty(LateSubmissionPlugin):
+        """Each started day after the due date costs ``per_day`` of the notebook's score, at most
+        ``cap`` of it: one minute late is one day, a week late still earns half."""
+
+        per_day = Float(0.10, help="share of the score taken per started day late").tag(config=True)
+        cap = Float(0.50, help="the largest share taken, however late").tag(config=True)
+
+        def late_submission_penalty(self, student_id, score, total_seconds_late):
+            if total_seconds_late <= 0 or not score:
+                return 0.0
+            days = math.ceil(total_seconds_late / 86400)
+            return round(min(self.cap, self.per_day * days) * score, 6)
+
+    c.AssignLatePenalties.plugin_class = StartedDayPenalty
 
 # --- Exchange (release_assignment, collect; fetch_assignment, submit on the learner's side) ----
 # A folder every user of the machine or hub can write to; it must exist before the first release

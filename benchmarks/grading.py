@@ -121,7 +121,7 @@ def main(argv: list[str]) -> int:
 
     start = time.perf_counter()
     for student in sorted(p for p in (folder / "course" / "submitted").iterdir() if p.is_dir()):
-        for path in sorted((student / args.lang).glob("*.ipynb")):
+        for path in sorted(student.glob(f"*-{args.lang}/*.ipynb")):   # submitted/<student>/NN-lang/
             recheck.recheck(path, args.lang)
     again = time.perf_counter() - start
     print(f"\nmake grade, re-check included: {total:.1f} s")

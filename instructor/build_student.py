@@ -1,9 +1,10 @@
 """Build the learners' hand-out: one self-contained folder per language.
 
 The notebooks in notebooks/ are the instructor version (solutions filled in, executed). nbgrader's
-``generate_assignment`` (settings: nbgrader_config.py) turns them into the student version: every
-solution between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``raise
-NotImplementedError()``, hidden tests go, check cells are locked and outputs are cleared.
+``generate_assignment`` of each assignment ``NN-lang`` (one notebook each, instructor/term.py;
+settings: nbgrader_config.py) turns them into the student version: every solution between
+``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes ``raise NotImplementedError()``, hidden
+tests go, check cells are locked and outputs are cleared.
 
 ``build/student/<lang>/`` then holds everything a learner needs and nothing else::
 
@@ -25,7 +26,7 @@ The wheel's version is pyproject.toml's with a local segment, ``+src.<hash>``, c
 files of src/: a hand-out built after any change to the library carries another version, so that
 ``pip install -r requirements.txt`` of the new hand-out replaces the old library.
 
-Usage: python instructor/build_student.py [--out build/student] [--lang zh --lang en]
+Usage: python instructor/build_student.py [--out build/student] [--lang zh --lang en] [--notebook 03 ...]
 """
 
 from __future__ import annotations
@@ -59,21 +60,32 @@ def nbgrader_env() -> dict:
 
 
 def release(lang: str, course: Path, notebooks: list[str] | None = None) -> Path:
-    """Run ``nbgrader generate_assignment <lang> --no-db`` with course root ``course``.
+    """The student version of the notebooks of one language: nbgrader's ``generate_assignment
+    --no-db`` of the assignments ``NN-<lang>`` (one per notebook), with course root ``course``.
 
-    Returns the folder of student notebooks, ``course/release/<lang>``. ``notebooks`` (names
-    without .ipynb) limits it to some notebooks, for quick tests.
+    Returns a folder holding the student notebooks, ``course/student/<lang>/``. ``notebooks``
+    (numbers such as ``"03"`` or names without .ipynb) limits it to those notebooks.
     """
-    args = [str(Path(sys.executable).with_name("nbgrader")), "generate_assignment", lang, "--no-db",
-            "--force", f"--CourseDirectory.root={course}", "--log-level=WARN"]
-    if notebooks:
-        # nbgrader takes a glob pattern of notebook ids
-        args.append(f"--notebook={notebooks[0]}" if len(notebooks) == 1
-                    else "--notebook=" + "{" + ",".join(notebooks) + "}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import term  # beside this file
+
+    numbers = None if not notebooks else [n[:2] for n in notebooks]
     course.mkdir(parents=True, exist_ok=True)
+    if (course / "source").exists():
+        shutil.rmtree(course / "source")          # only what is asked for now: the glob takes all
+    ids = term.prepare_source(course, numbers, (lang,))
+    args = [str(Path(sys.executable).with_name("nbgrader")), "generate_assignment", f"*-{lang}", "--no-db",
+            "--force", f"--CourseDirectory.root={course}", "--log-level=WARN"]
     # From the repository's root, so nbgrader reads nbgrader_config.py.
     subprocess.run(args, check=True, cwd=ROOT, env=nbgrader_env())
-    return course / "release" / lang
+    out = course / "student" / lang
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for assignment in ids:
+        for nb in (course / "release" / assignment).glob("*.ipynb"):
+            shutil.copy2(nb, out / nb.name)
+    return out
 
 
 def source_hash(src: Path = ROOT / "src") -> str:
@@ -141,15 +153,18 @@ def fill(template: str, lang: str, notebooks: list[Path]) -> str:
     return template.replace("@LANG@", lang).replace("@NOTEBOOKS@", listing)
 
 
-def build(out: Path, langs=LANGS) -> dict[str, Path]:
-    """Write ``out/<lang>/`` for every language; return the hand-out folder of each."""
+def build(out: Path, langs=LANGS, numbers: list[str] | None = None) -> dict[str, Path]:
+    """Write ``out/<lang>/`` for every language; return the hand-out folder of each.
+
+    ``numbers`` (``["03", "06"]``; None: all) limits the notebooks of the hand-out.
+    """
     out = out.resolve()
     written = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         wheel = build_wheel(tmp / "wheels")
         for lang in langs:
-            students = release(lang, tmp / "course")
+            students = release(lang, tmp / "course", numbers)
             target = out / lang
             if target.exists():
                 shutil.rmtree(target)
@@ -178,8 +193,18 @@ def main() -> int:
                         help="folder that receives one hand-out per language (default build/student)")
     parser.add_argument("--lang", action="append", choices=LANGS,
                         help="only this language (repeatable; default: all)")
+    parser.add_argument("--notebook", action="append", default=[],
+                        help="only these notebooks, by number: 03, or '03 06' (repeatable; default: all)")
     args = parser.parse_args()
-    written = build(Path(args.out), tuple(args.lang or LANGS))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import term
+
+    try:
+        numbers = term.selected(" ".join(args.notebook)) if args.notebook else None
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    written = build(Path(args.out), tuple(args.lang or LANGS), numbers)
     for lang, folder in written.items():
         n = len(list((folder / "notebooks" / lang).glob("*.ipynb")))
         print(f"{folder}: {n} student notebooks, figures, the library wheel; give learners this folder"

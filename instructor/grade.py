@@ -4,15 +4,16 @@ Usage: python instructor/grade.py SUBMITTED [--out build/grade] [--csv FILE]
                                   [--student NAME ...] [--notebook NN ...] [--no-feedback]
 
 SUBMITTED holds one folder per student, named by the student's id, each holding the notebooks that
-student returned, under their own names (``alice/01_library_analogy.ipynb``). nbgrader's own layout,
-``alice/zh/01_library_analogy.ipynb``, works too. The language of each returned notebook (the
-assignment ``zh`` or ``en``) is recognised from its text, so no one has to sort the files.
+student returned, under their own names (``alice/01_library_analogy.ipynb``). nbgrader's own
+layout, ``alice/01-zh/01_library_analogy.ipynb``, works too. The language of each returned notebook
+is recognised from its text, so no one has to sort the files; with the notebook's number it names
+the nbgrader assignment, ``NN-lang`` (one assignment per notebook and language, instructor/term.py).
 
 Everything underneath is nbgrader, with the settings of ``nbgrader_config.py``, in a course
 directory (``--out``, default ``build/grade/``) that is kept from one run to the next:
 
-1. ``generate_assignment`` from the instructor notebooks (once per assignment), which records every
-   locked cell and its checksum in the gradebook;
+1. ``generate_assignment`` from the instructor notebook (once per assignment, its source copied to
+   ``<out>/source/NN-lang/``), which records every locked cell and its checksum in the gradebook;
 2. ``autograde`` for each student: locked cells that were changed are put back from the gradebook,
    deleted check cells are added back, then the notebook runs and every check cell that raises
    scores 0. A kernel that fails to start is retried twice, then reported with its cause;
@@ -23,16 +24,21 @@ directory (``--out``, default ``build/grade/``) that is kept from one run to the
 
 The in-notebook scores and what nbgrader restored come from the gradebook (nbgrader's Python API)
 and the returned files, not from nbgrader's log. The table marks with ``*`` a notebook in which
-nbgrader restored a locked cell; the notes under it say which. The CSV (``<out>/grades.csv``
-unless ``--csv``) has one row per student and notebook: the grade, the in-notebook score, the
-status, the flags.
+nbgrader restored a locked cell; the notes under it say which. A student who handed in a notebook
+in both languages has it counted once, the better score (the notes give both). The CSV
+(``<out>/grades.csv`` unless ``--csv``) has one row per student, assignment and notebook: the grade,
+the in-notebook score, the status, the flags, ``counted`` (``yes`` on the language that counts),
+and one ``total`` row per student. Beside it, ``<out>/grades-canvas.csv`` and
+``<out>/grades-moodle.csv``: one row per student, one column per notebook and the total, in the
+layouts Canvas's and Moodle's grade imports read; with feedback, ``<out>/feedback-zip/<student>.zip``.
 
 Statuses: ``graded``, ``missing`` (not returned), ``unreadable`` (not a readable notebook: its
 student's other notebooks are graded all the same), ``unknown name`` (a file named like no notebook
 of the course), ``error`` (nbgrader could not grade it; the cause is printed).
 
-``--student`` and ``--notebook`` regrade only those (``--notebook 03``); every other row of the
-earlier CSV stays as it was. Without them, every student in SUBMITTED is graded.
+``--student`` and ``--notebook`` regrade only those (``--notebook 03``, ``--notebook "03 06"``;
+``make grade NB=03``); every other row of the earlier CSV stays as it was. Without them, every
+student in SUBMITTED is graded.
 
 Exit status: 0 when every returned notebook was graded, with no flag and no difference between the
 re-check and the notebook; 1 when something needs the instructor (an unreadable or unknown file, a
@@ -57,6 +63,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import term  # noqa: E402  (beside this file)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "nbgrader_config.py"
 LANGS = ("zh", "en")
@@ -69,15 +78,21 @@ class UnusableInput(Exception):
 
 @dataclass
 class Submission:
-    """One student's returned notebooks of one assignment (language)."""
+    """One student's returned notebook of one assignment (``NN-lang``)."""
 
     student: str
     lang: str
+    number: str = ""
     files: dict[str, Path] = field(default_factory=dict)      # notebook name -> returned file
     notes: list[str] = field(default_factory=list)
     restored: set[str] = field(default_factory=set)           # notebook names
     error: str | None = None
     rechecks: dict = field(default_factory=dict)              # notebook name -> recheck.Recheck
+
+    @property
+    def assignment(self) -> str:
+        """The nbgrader assignment, ``NN-lang`` (just the language when no number is known)."""
+        return term.assignment_id(self.number, self.lang) if self.number else self.lang
 
 
 def markdown_cells(path: Path) -> list[str]:
@@ -134,7 +149,8 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str], list[dict]]:
             if ".ipynb_checkpoints" in path.parts:
                 continue
             rel = path.relative_to(submitted)
-            guess = path.parent.name if path.parent.name in LANGS else ""
+            parent = path.parent.name
+            guess = parent if parent in LANGS or re.fullmatch(r"\d\d-(zh|en)", parent) else ""
             if not any(path.name in course[lang] for lang in LANGS):
                 remarks.append(f"{rel}: not a course notebook (names are {', '.join(sorted(course['en']))}),"
                                 " not graded")
@@ -147,7 +163,9 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str], list[dict]]:
                 problems.append(dict(student=folder.name, assignment=guess, notebook=path.stem, score=None,
                                      max_score=None, status="unreadable"))
                 continue
-            sub = submissions.setdefault((folder.name, lang), Submission(folder.name, lang))
+            number = path.name[:2]
+            sub = submissions.setdefault((folder.name, term.assignment_id(number, lang)),
+                                         Submission(folder.name, lang, number))
             if path.name in sub.files:
                 remarks.append(f"{rel}: a second {lang} copy of {path.name}, ignored"
                                 f" (graded: {sub.files[path.name].relative_to(submitted)})")
@@ -161,7 +179,7 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str], list[dict]]:
     if not submissions:
         raise UnusableInput(f"SUBMITTED={submitted}: no student folder holds a course notebook.\n  "
                             + "\n  ".join(remarks))
-    return sorted(submissions.values(), key=lambda s: (s.student, s.lang)), remarks, problems
+    return sorted(submissions.values(), key=lambda s: (s.student, s.assignment)), remarks, problems
 
 
 def nbgrader_api(course_dir: Path):
@@ -214,12 +232,12 @@ def restored_cells(gb, sub: Submission, name: str, path: Path) -> list[str]:
         if meta.get("grade_id"):
             present[meta["grade_id"]] = cell
     notes = []
-    for source in gb.find_notebook(name, sub.lang).source_cells:
+    for source in gb.find_notebook(name, sub.assignment).source_cells:
         if not source.locked:
             continue
         cell = present.get(source.name)
         if cell is None:
-            if any(g.name == source.name for g in gb.find_notebook(name, sub.lang).grade_cells):
+            if any(g.name == source.name for g in gb.find_notebook(name, sub.assignment).grade_cells):
                 notes.append(f"{source.name}: deleted; nbgrader added it back")
         elif compute_checksum(cell) != source.checksum:
             notes.append(f"{source.name}: checksum changed (locked cell edited); nbgrader restored it")
@@ -234,7 +252,7 @@ def autograde(api, sub: Submission, notebooks: list[str] | None) -> dict:
         for name in notebooks or ["*"]:
             api.coursedir.notebook_id = name
             for attempt in range(ATTEMPTS):
-                result = api.autograde(sub.lang, sub.student)
+                result = api.autograde(sub.assignment, sub.student)
                 if result["success"] or not KERNEL_START.search(f"{result.get('error')}{result.get('log')}"):
                     break
                 sub.notes.append(f"a kernel did not start ({cause(result)}); try {attempt + 2} of {ATTEMPTS}"
@@ -251,14 +269,13 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
     """Grade the students in ``submitted`` with nbgrader and the re-check, in the course directory ``out``.
 
     ``students`` and ``notebooks`` (numbers such as ``"03"``) limit what is graded; the rows of
-    everything else are read back from the earlier ``out/grades.csv``. Returns one row per student
-    and notebook (``student, assignment, notebook, score, max_score, status, notebook_score,
-    flags``), the submissions with their notes, and the warnings about the input.
+    everything else are read back from the earlier ``out/grades.csv``. Returns one row per student,
+    assignment and notebook (``student, assignment, notebook, score, max_score, status,
+    notebook_score, flags``) and a total per student, the submissions with their notes, and the
+    warnings about the input.
     """
-    from nbgrader.api import Gradebook
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import recheck as rechecking  # beside this file
+    from nbgrader.api import Gradebook
 
     submissions, remarks, problems = collect(submitted)
     if students:
@@ -267,22 +284,24 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
             raise UnusableInput(f"--student {', '.join(unknown)}: no such student folder in {submitted}")
         submissions = [s for s in submissions if s.student in students]
         problems = [p for p in problems if p["student"] in students]
+    numbers = term.course_numbers(NOTEBOOK_DIR)
     only = None
     if notebooks:
-        course = course_notebooks()
-        only = sorted(n.removesuffix(".ipynb") for lang in LANGS for n in course[lang]
-                      if any(n.startswith(f"{k}_") or n == f"{k}.ipynb" or n.removesuffix(".ipynb") == k
-                             for k in notebooks))
-        if not only:
-            raise UnusableInput(f"--notebook {', '.join(notebooks)}: no such notebook in the course")
-        problems = [p for p in problems if p["notebook"] in only]
+        words = " ".join(notebooks).replace(",", " ").split()
+        picked = sorted({w[:2] if w[:2].isdigit() else w.zfill(2) for w in words} & set(numbers))
+        if not picked or len(picked) < len({w[:2] for w in words}):
+            raise UnusableInput(f"--notebook {' '.join(notebooks)}: no such notebook in the course"
+                                f" (numbers are {' '.join(numbers)})")
+        only = numbers = picked
+        submissions = [s for s in submissions if s.number in only]
+        problems = [p for p in problems if p["notebook"][:2] in only]
     if out.exists() and any(out.iterdir()) and not (out / "gradebook.db").exists():
         raise UnusableInput(f"--out {out} holds files that are not from an earlier make grade;"
                             " choose another folder.")
     out.mkdir(parents=True, exist_ok=True)
     api = nbgrader_api(out)
-    # autograde runs a notebook in autograded/<student>/<lang>/, two levels down as in notebooks/<lang>/
-    # of the repository: with figures/ beside the students, the notebooks' ../../figures/ links hold.
+    # autograde runs a notebook in autograded/<student>/<NN-lang>/, two levels down as in
+    # notebooks/<lang>/ of the repository: with figures/ beside the students, ../../figures/ holds.
     figures = out / "autograded" / "figures"
     if (ROOT / "figures").is_dir() and not figures.exists() and not any(s.student == "figures"
                                                                           for s in submissions):
@@ -290,32 +309,30 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
         figures.symlink_to(ROOT / "figures", target_is_directory=True)
     with Gradebook(api.coursedir.db_url) as gb:
         existing = {a.name for a in gb.assignments}
-    for lang in sorted({s.lang for s in submissions} - existing):
-        result = api.generate_assignment(lang)
+    for assignment in sorted({s.assignment for s in submissions} - existing):
+        number, lang = term.parse_assignment(assignment)
+        term.prepare_source(out, [number], (lang,), NOTEBOOK_DIR)
+        result = api.generate_assignment(assignment)
         if not result["success"]:
-            raise RuntimeError(f"nbgrader generate_assignment {lang} failed:\n{result.get('log', '')}"
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{result.get('log', '')}"
                                f"\n{result.get('error', '')}")
     for sub in submissions:
-        if only is not None:
-            sub.files = {n: p for n, p in sub.files.items() if n.removesuffix(".ipynb") in only}
-            if not sub.files:
-                continue
-        dest = out / "submitted" / sub.student / sub.lang
-        if only is None and dest.exists():
+        dest = out / "submitted" / sub.student / sub.assignment
+        if dest.exists():
             shutil.rmtree(dest)                     # a regrade starts from what the student returns now
         dest.mkdir(parents=True, exist_ok=True)
         for name, path in sub.files.items():
             shutil.copy2(path, dest / name)
-        result = autograde(api, sub, [n.removesuffix(".ipynb") for n in sub.files] if only else None)
+        result = autograde(api, sub, None)
         if not result["success"]:
             sub.error = cause(result)
             continue
         if feedback:
-            api.generate_feedback(sub.lang, sub.student)
+            api.generate_feedback(sub.assignment, sub.student)
     # the re-check of every returned notebook, two at a time (each in its own interpreter)
     jobs = [(sub, name) for sub in submissions if not sub.error for name in sub.files]
     with ThreadPoolExecutor(2) as pool:
-        done = pool.map(lambda job: rechecking.recheck(out / "submitted" / job[0].student / job[0].lang
+        done = pool.map(lambda job: rechecking.recheck(out / "submitted" / job[0].student / job[0].assignment
                                                        / job[1], job[0].lang), jobs)
         for (sub, name), result in zip(jobs, done, strict=True):
             sub.rechecks[name] = result
@@ -323,62 +340,87 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
     rows = []
     with Gradebook(api.coursedir.db_url) as gb:
         for sub in submissions:
-            if only is not None and not sub.files and not sub.error:
-                continue
-            notebooks_of = [nb.name for nb in gb.find_assignment(sub.lang).notebooks]
-            for name in sorted(notebooks_of):
-                if only is not None and name not in only:
-                    continue
-                row = dict(student=sub.student, assignment=sub.lang, notebook=name, score=None,
+            for name in sorted(nb.name for nb in gb.find_assignment(sub.assignment).notebooks):
+                row = dict(student=sub.student, assignment=sub.assignment, notebook=name, score=None,
                            max_score=None, status="error", notebook_score=None, flags="")
                 if not sub.error:
-                    nb = gb.find_submission_notebook(name, sub.lang, sub.student)
+                    nb = gb.find_submission_notebook(name, sub.assignment, sub.student)
                     row["max_score"], row["notebook_score"] = nb.max_score, nb.score
                     file = name + ".ipynb"
-                    if file not in sub.files:
-                        row.update(score=0.0, status="missing")
+                    restored = restored_cells(gb, sub, name, sub.files[file])
+                    sub.notes += [f"{file}: {n}" for n in restored]
+                    r = sub.rechecks[file]
+                    row["status"] = "graded" + (", locked cells restored" if restored else "")
+                    row["flags"] = r.flag_text()
+                    sub.notes += [f"{file}: flagged for review, {f['pattern']}: {f['code']}" for f in r.flags]
+                    sub.notes += [f"{file}: {n}" for n in r.notes]
+                    if r.score is None:
+                        row["status"] += f", re-check failed ({r.error})"
                     else:
-                        restored = restored_cells(gb, sub, name, sub.files[file])
-                        sub.notes += [f"{file}: {n}" for n in restored]
-                        r = sub.rechecks[file]
-                        row["status"] = "graded" + (", locked cells restored" if restored else "")
-                        row["flags"] = r.flag_text()
-                        sub.notes += [f"{file}: flagged for review, {f['pattern']}: {f['code']}"
-                                      for f in r.flags]
-                        sub.notes += [f"{file}: {n}" for n in r.notes]
-                        if r.score is None:
-                            row["status"] += f", re-check failed ({r.error})"
-                        else:
-                            row["score"] = r.score
-                            if abs(r.score - nb.score) > 1e-9:
-                                row["status"] += ", re-check differs"
-                                sub.notes.append(f"{file}: {nb.score:g} in the notebook, {r.score:g} in the "
-                                                 "re-check (the grade): " + "; ".join(
-                                                     f"{k}: {v['message'][:160]}" for k, v in r.checks.items()
-                                                     if not v["passed"]))
+                        row["score"] = r.score
+                        if abs(r.score - nb.score) > 1e-9:
+                            row["status"] += ", re-check differs"
+                            sub.notes.append(f"{file}: {nb.score:g} in the notebook, {r.score:g} in the "
+                                             "re-check (the grade): " + "; ".join(
+                                                 f"{k}: {v['message'][:160]}" for k, v in r.checks.items()
+                                                 if not v["passed"]))
                 rows.append(row)
     for problem in problems:
-        # an unreadable file with a course notebook's name takes the place of that notebook's row
-        same = [r for r in rows if r["student"] == problem["student"] and r["notebook"] == problem["notebook"]
-                and r["status"] == "missing"]
-        if same and problem["status"] == "unreadable":
-            same[0].update(status="unreadable", score=0.0)
-        else:
-            rows.append(problem)
+        # an unreadable file with a course notebook's name stands for that notebook
+        if problem["status"] == "unreadable" and problem["notebook"][:2] in numbers:
+            number, guess = problem["notebook"][:2], problem["assignment"][-2:]
+            lang = guess if guess in LANGS else "en"
+            problem.update(score=0.0, max_score=points_of(number, lang),
+                           assignment=term.assignment_id(number, lang))
+        rows.append(problem)
+    graded = {s.student for s in submissions} | {p["student"] for p in problems
+                                                 if p["status"] != "no course notebook"}
+    rows += missing_rows(rows, numbers, graded)
     if only is not None or students:
         rows = merged_with_earlier(rows, out / "grades.csv")
     return with_totals(rows), submissions, remarks
+
+
+def points_of(number: str, lang: str = "en") -> float:
+    """The points of a course notebook (the sum of its check cells' points)."""
+    import recheck as rechecking
+
+    return rechecking.course_notebook(lang, term.notebook_of(number, lang, NOTEBOOK_DIR).name).max_score
+
+
+def missing_rows(rows: list[dict], numbers: list[str], students: set[str]) -> list[dict]:
+    """A ``missing`` row (score 0) for each notebook a student handed in in neither language.
+
+    It is filed under the language the student handed in most (en on a tie)."""
+    seen: dict = defaultdict(set)
+    langs: dict = defaultdict(list)
+    for r in rows:
+        if r.get("notebook") and r["notebook"][:2].isdigit() and r["status"] != "unknown name":
+            seen[r["student"]].add(r["notebook"][:2])
+            if "-" in (r["assignment"] or ""):
+                langs[r["student"]].append(r["assignment"].split("-")[1])
+    out = []
+    for student in sorted(students):
+        lang = "zh" if langs[student].count("zh") > langs[student].count("en") else "en"
+        for number in numbers:
+            if number in seen[student]:
+                continue
+            name = term.notebook_of(number, lang, NOTEBOOK_DIR).stem
+            out.append(dict(student=student, assignment=term.assignment_id(number, lang), notebook=name,
+                            score=0.0, max_score=points_of(number, lang), status="missing",
+                            notebook_score=None, flags=""))
+    return out
 
 
 def merged_with_earlier(rows: list[dict], earlier: Path) -> list[dict]:
     """These rows, and every row of the earlier CSV about another student or notebook."""
     if not earlier.exists():
         return rows
-    new = {(r["student"], r["assignment"], r["notebook"]) for r in rows}
+    new = {(r["student"], r["notebook"][:2]) for r in rows}
     kept = []
     with earlier.open(encoding="utf-8") as f:
         for r in csv.DictReader(f):
-            if r["notebook"] == "total" or (r["student"], r["assignment"], r["notebook"]) in new:
+            if r["notebook"] == "total" or (r["student"], r["notebook"][:2]) in new:
                 continue
             for key in ("score", "max_score", "notebook_score"):
                 r[key] = float(r[key]) if r.get(key) not in (None, "") else None
@@ -387,22 +429,24 @@ def merged_with_earlier(rows: list[dict], earlier: Path) -> list[dict]:
 
 
 def with_totals(rows: list[dict]) -> list[dict]:
-    """The rows without totals, and one total row per student and assignment graded."""
+    """The rows without totals (``counted`` marks the better of zh and en), then one total row per
+    student: the sum over notebooks of the better language's score."""
     rows = [r for r in rows if r["notebook"] != "total"]
-    out = sorted(rows, key=lambda r: (r["student"], r["assignment"], r["notebook"]))
+    out = sorted(term.long_rows(rows), key=lambda r: (r["student"], r["notebook"], r["assignment"]))
     groups: dict = defaultdict(list)
-    for r in rows:
-        if r["notebook"] and r["assignment"] and r["status"] != "unknown name":
-            groups[(r["student"], r["assignment"])].append(r)
-    for (student, lang), members in sorted(groups.items()):
+    for r in out:
+        if r["notebook"] and r["status"] != "unknown name" and r["student"]:
+            groups[r["student"]].append(r)
+    for student, members in sorted(groups.items()):
         if any(r["status"] == "error" for r in members):
             continue
-        out.append(dict(student=student, assignment=lang, notebook="total",
-                        score=sum(r["score"] or 0 for r in members),
-                        max_score=sum(r["max_score"] or 0 for r in members), status="graded",
-                        notebook_score=sum(r["notebook_score"] or 0 for r in members),
+        counted = [r for r in members if r["counted"]]
+        out.append(dict(student=student, assignment="", notebook="total",
+                        score=sum(r["score"] or 0 for r in counted),
+                        max_score=sum(r["max_score"] or 0 for r in counted), status="graded",
+                        notebook_score=sum(r["notebook_score"] or 0 for r in counted),
                         flags="; ".join(sorted({f for r in members for f in (r.get("flags") or "").split("; ")
-                                                if f}))))
+                                                if f})), counted=""))
     return out
 
 
@@ -413,28 +457,41 @@ def fmt(score, max_score) -> str:
 SHOWN_AS = {"missing": "—", "unreadable": "unreadable", "unknown name": "unknown name"}
 
 
+def cell_text(r: dict) -> str:
+    text = SHOWN_AS.get(r["status"]) or fmt(r["score"], r["max_score"])
+    if "restored" in r["status"]:
+        text += "*"
+    if "differs" in r["status"]:
+        text += "!"
+    if r.get("flags") and r["notebook"] != "total":
+        text += "?"
+    return text
+
+
 def table(rows: list[dict]) -> str:
-    """Students down, notebooks across (by their number), the assignment total last.
+    """Students down, notebooks across (by their number), the total last; ``lang`` says which
+    languages the student handed in. A notebook handed in in both languages shows the better.
 
     ``*``: nbgrader restored a locked cell; ``!``: the re-check (the grade) differs from the score
     in the notebook; ``?``: flagged for review.
     """
     rows = [r for r in rows if r["notebook"] and r["status"] != "unknown name"]
-    notebooks = sorted({r["notebook"] for r in rows} - {"total"})
-    heads = [n.split("_")[0] for n in notebooks] + ["total"]
-    cells = defaultdict(dict)
+    heads = sorted({r["notebook"][:2] for r in rows} - {"to"}) + ["total"]
+    cells: dict = defaultdict(dict)
+    langs: dict = defaultdict(set)
     for r in rows:
-        text = SHOWN_AS.get(r["status"]) or fmt(r["score"], r["max_score"])
-        if "restored" in r["status"]:
-            text += "*"
-        if "differs" in r["status"]:
-            text += "!"
-        if r.get("flags") and r["notebook"] != "total":
-            text += "?"
-        key = (r["student"], r["assignment"] or "?")
-        cells[key]["total" if r["notebook"] == "total" else r["notebook"].split("_")[0]] = text
+        student = r["student"]
+        if r["notebook"] == "total":
+            cells[student]["total"] = cell_text(r)
+            continue
+        if "-" in (r.get("assignment") or "") and r["status"] != "missing":
+            langs[student].add(r["assignment"].split("-")[1])
+        number = r["notebook"][:2]
+        if r.get("counted") or number not in cells[student]:
+            cells[student][number] = cell_text(r)
     lines = [["student", "lang", *heads]]
-    for (student, lang), c in sorted(cells.items()):
+    for student, c in sorted(cells.items()):
+        lang = "+".join(x for x in LANGS if x in langs[student]) or "-"
         lines.append([student, lang, *[c.get(h, "error" if h == "total" else "") for h in heads]])
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w)
@@ -444,7 +501,23 @@ def table(rows: list[dict]) -> str:
     return "\n".join(text)
 
 
-FIELDS = ["student", "assignment", "notebook", "score", "max_score", "status", "notebook_score", "flags"]
+def both_languages(rows: list[dict]) -> list[str]:
+    """A note for each notebook a student handed in in both languages: both scores, which counts."""
+    by: dict = defaultdict(list)
+    for r in rows:
+        if r["notebook"] != "total" and "-" in (r.get("assignment") or "") and r["status"] != "missing":
+            by[(r["student"], r["notebook"][:2])].append(r)
+    notes = []
+    for (student, number), members in sorted(by.items()):
+        if len(members) > 1:
+            both = ", ".join(f"{r['assignment']} {fmt(r['score'], r['max_score'])}" for r in members)
+            kept = next((r["assignment"] for r in members if r.get("counted")), members[0]["assignment"])
+            notes.append(f"{student} {number}: handed in twice ({both}); the better, {kept}, counts")
+    return notes
+
+
+FIELDS = ["student", "assignment", "notebook", "score", "max_score", "status", "notebook_score", "flags",
+          "counted"]
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -473,7 +546,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--csv", help="where to write the grades (default OUT/grades.csv)")
     parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
     parser.add_argument("--notebook", action="append",
-                        help="grade only this notebook, by number (03) or name (repeatable)")
+                        help="grade only these notebooks, by number: 03, or '03 06' (repeatable)")
     parser.add_argument("--no-feedback", action="store_true", help="skip generate_feedback")
     args = parser.parse_args(argv)
     if not args.submitted:
@@ -491,24 +564,34 @@ def main(argv: list[str]) -> int:
     for remark in remarks:
         print(f"warning: {remark}", file=sys.stderr)
     print(table(rows))
+    twice = both_languages(rows)
+    if twice:
+        print()
+    for note in twice:
+        print(f"+ {note}")
     unknown = [r for r in rows if r["status"] == "unknown name"]
     notes = [(s, n) for s in submissions for n in s.notes]
     if any(s.error for s in submissions) or notes or unknown:
         print()
     for s, note in notes:
-        print(f"* {s.student} ({s.lang}) {note}")
+        print(f"* {s.student} ({s.assignment}) {note}")
     for r in unknown:
         print(f"{r['student']}: {r['notebook']}.ipynb: unknown name, not graded")
     for s in submissions:
         if s.error:
-            print(f"{s.student} ({s.lang}): nbgrader could not grade this submission: {s.error}")
+            print(f"{s.student} ({s.assignment}): nbgrader could not grade this submission: {s.error}")
     csv_path = Path(args.csv).resolve() if args.csv else out / "grades.csv"
     write_csv(rows, csv_path)
     if csv_path != out / "grades.csv":
         write_csv(rows, out / "grades.csv")          # what the next --student run merges with
-    print(f"\ngrades: {csv_path}")
+    exports = term.write_exports([r for r in rows if r["notebook"] != "total"], out, fields=FIELDS,
+                                 long_name=None)
+    print(f"\ngrades: {csv_path} (one row per student and notebook); for an LMS: "
+          + ", ".join(str(p) for p in exports))
     if not args.no_feedback:
-        print(f"feedback: {out / 'feedback'}/<student>/<assignment>/")
+        zips = term.feedback_zips(out / "feedback", out / "feedback-zip")
+        print(f"feedback: {out / 'feedback'}/<student>/<assignment>/, one zip per student in"
+              f" {out / 'feedback-zip'}/ ({len(zips)})")
     status = 1 if needs_attention(rows, submissions) else 0
     # make turns any failing recipe into its own exit status 2; the file keeps grade.py's for scripts
     (out / "exit-status").write_text(f"{status}\n", encoding="utf-8")

@@ -17,6 +17,7 @@ not exist.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -30,11 +31,15 @@ def problems(submitted: Path) -> list[tuple[Path, str]]:
     found = []
     for path in sorted(submitted.glob("*/*/*")):
         assignment = path.parent.name
-        if not path.is_file() or assignment not in LANGS or path.name.startswith("."):
+        lang = assignment[-2:]
+        if (not path.is_file() or not re.fullmatch(r"(\d\d-)?(zh|en)", assignment) or lang not in LANGS
+                or path.name.startswith(".")):
             continue
         if path.suffix != ".ipynb":
             continue                      # other files are the student's own (data, notes): left alone
-        if not (NOTEBOOK_DIR / assignment / path.name).exists():
+        # an assignment NN-lang holds notebook NN only; one named by its language, any of them
+        if not (NOTEBOOK_DIR / lang / path.name).exists() or (
+                assignment != lang and not path.name.startswith(assignment[:2] + "_")):
             found.append((path, "unknown name"))
             continue
         try:

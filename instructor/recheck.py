@@ -4,7 +4,7 @@ Usage:
     python instructor/recheck.py SUBMITTED [--gradebook course/gradebook.db] [--csv FILE]
 
 SUBMITTED is nbgrader's ``submitted/`` folder (``<student>/<assignment>/<notebook>.ipynb``, the
-assignment being ``zh`` or ``en``) or make grade's input (``<student>/<notebook>.ipynb``).
+assignment being ``NN-lang``, such as ``03-en``) or make grade's input (``<student>/<notebook>.ipynb``).
 
 For each returned notebook:
 
@@ -509,7 +509,8 @@ def returned_notebooks(submitted: Path) -> list[tuple[str, str | None, Path]]:
             if ".ipynb_checkpoints" in path.parts:
                 continue
             parent = path.parent.name
-            found.append((student.name, parent if parent in LANGS else None, path))
+            known = parent in LANGS or (len(parent) == 5 and parent[2] == "-" and parent[3:] in LANGS)
+            found.append((student.name, parent if known else None, path))
     return found
 
 
@@ -545,7 +546,7 @@ def main(argv: list[str]) -> int:
     graded = gradebook_scores(Path(args.gradebook)) if args.gradebook else {}
     rows, attention = [], False
     for student, assignment, path in returned_notebooks(submitted):
-        lang = assignment or language_of(path)
+        lang = assignment[-2:] if assignment else language_of(path)
         if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
             rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",
                              max_score="", notebook_score="", differs="", flags="",
@@ -553,10 +554,10 @@ def main(argv: list[str]) -> int:
             attention = True
             continue
         r = recheck(path, lang)
-        before = graded.get((student, lang, path.stem))
+        before = graded.get((student, assignment or lang, path.stem))
         differs = r.score is not None and before is not None and abs(before - r.score) > 1e-9
         attention |= bool(differs or r.flags or r.error)
-        rows.append(dict(student=student, assignment=lang, notebook=path.stem,
+        rows.append(dict(student=student, assignment=assignment or lang, notebook=path.stem,
                          recheck="error" if r.score is None else f"{r.score:g}", max_score=f"{r.max_score:g}",
                          notebook_score="" if before is None else f"{before:g}",
                          differs="yes" if differs else "", flags=r.flag_text(),

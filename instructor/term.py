@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import re
 import shutil
 import sys
@@ -227,19 +226,23 @@ def write_table(rows: list[list[str]], path: Path) -> Path:
 
 
 #: The file names of the exports, in the folder given.
-CANVAS, MOODLE, LONG = "grades-canvas.csv", "grades-moodle.csv", "grades-long.csv"
+CANVAS, MOODLE, LONG = "grades-canvas.csv", "grades-moodle.csv", "grades.csv"
 
 
-def write_exports(rows: list[dict], out: Path, roster=None, fields=LONG_FIELDS) -> list[Path]:
-    """Write the Canvas and Moodle files and the long form into ``out``; return their paths."""
+def write_exports(rows: list[dict], out: Path, roster=None, fields=LONG_FIELDS,
+                  long_name: str | None = LONG) -> list[Path]:
+    """Write the Canvas and Moodle files and (unless ``long_name`` is None) the long form into
+    ``out``; return their paths."""
     out = Path(out)
     paths = [write_table(canvas_rows(rows, roster), out / CANVAS),
              write_table(moodle_rows(rows), out / MOODLE)]
-    with (out / LONG).open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(long_rows(rows))
-    return [*paths, out / LONG]
+    if long_name:
+        with (out / long_name).open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(long_rows(rows))
+        paths.append(out / long_name)
+    return paths
 
 
 def feedback_zips(feedback: Path, out: Path) -> list[Path]:
@@ -257,22 +260,6 @@ def feedback_zips(feedback: Path, out: Path) -> list[Path]:
                 z.write(page, page.relative_to(folder).as_posix())
         written.append(target)
     return written
-
-
-# --- The late-submission policy (the plugin lives in instructor/late.py) --------------------------
-
-#: Each started day after the due date (extension included) costs this share of the notebook's score,
-PER_DAY = 0.10
-#: up to this share: work handed in a week late still earns half its points.
-CAP = 0.50
-
-
-def late_penalty(score: float, seconds_late: float) -> float:
-    """Points taken off a notebook's ``score`` handed in ``seconds_late`` after its due date."""
-    if seconds_late <= 0 or not score:
-        return 0.0
-    days = math.ceil(seconds_late / 86400)
-    return round(min(CAP, PER_DAY * days) * score, 6)
 
 
 # --- From nbgrader's gradebook ----------------------------------------------------------------------
@@ -308,11 +295,13 @@ def gradebook_rows(db: Path) -> list[dict]:
 
 
 def roster_of(db: Path) -> dict[str, dict]:
-    """``{id: {"name": "First Last"}}`` from the gradebook's students."""
+    """``{id: {"name": "First Last", "canvas_id": lms_user_id}}`` from the gradebook's students
+    (the roster that ``nbgrader db student import`` read)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(db).resolve()}") as gb:
-        return {s.id: {"name": " ".join(x for x in (s.first_name, s.last_name) if x) or s.id}
+        return {s.id: {"name": " ".join(x for x in (s.first_name, s.last_name) if x) or s.id,
+                       "canvas_id": s.lms_user_id or ""}
                 for s in gb.students}
 
 

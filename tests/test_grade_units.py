@@ -56,7 +56,8 @@ def test_another_failure_is_not_retried_and_one_notebook_is_graded_alone():
 
 
 def row(student, notebook, score, status="graded", flags="", lang="en", max_score=4.0):
-    return dict(student=student, assignment=lang, notebook=notebook, score=score, max_score=max_score,
+    assignment = f"{notebook[:2]}-{lang}" if lang else ""
+    return dict(student=student, assignment=assignment, notebook=notebook, score=score, max_score=max_score,
                 status=status, notebook_score=score, flags=flags)
 
 
@@ -68,11 +69,26 @@ def test_totals_count_unreadable_as_zero_and_skip_unknown_names_and_errors():
     assert set(totals) == {"a"} and totals["a"]["score"] == 4.0 and totals["a"]["max_score"] == 8.0
 
 
+def test_a_notebook_handed_in_in_both_languages_counts_once_the_better():
+    rows = grade.with_totals([row("a", "01_x", 1.0, lang="zh"), row("a", "01_x", 3.0),
+                              row("a", "03_y", 2.0, lang="zh")])
+    total = next(r for r in rows if r["notebook"] == "total")
+    assert total["score"] == 5.0 and total["max_score"] == 8.0
+    assert [(r["assignment"], r["counted"]) for r in rows if r["notebook"] != "total"] == [
+        ("01-en", "yes"), ("01-zh", ""), ("03-zh", "yes")]
+    text = grade.table(rows)
+    line = next(x for x in text.splitlines() if x.startswith("a "))
+    assert line.split() == ["a", "zh+en", "3/4", "2/4", "5/8"]
+    assert grade.both_languages(rows) == [
+        "a 01: handed in twice (01-en 3/4, 01-zh 1/4); the better, 01-en, counts"]
+
+
 def test_a_regrade_keeps_the_earlier_rows_of_everyone_else(tmp_path):
     earlier = [row("a", "01", 4.0), row("b", "01", 1.0, "graded, re-check differs", "thread or process")]
     grade.write_csv(grade.with_totals(earlier), tmp_path / "grades.csv")
     merged = grade.with_totals(grade.merged_with_earlier([row("b", "01", 3.0)], tmp_path / "grades.csv"))
     by = {(r["student"], r["notebook"]): r for r in merged}
+    assert len(merged) == 4
     assert by[("a", "01")]["score"] == 4.0 and by[("b", "01")]["score"] == 3.0
     assert by[("b", "total")]["score"] == 3.0 and by[("a", "total")]["score"] == 4.0
 

@@ -1,4 +1,4 @@
-"""Grading on nbgrader, end to end: make grade with three students, and the instructor guide's route.
+"""Grading on nbgrader, end to end: make grade with three students, the re-check, regrading.
 
 One notebook is enough to prove the scores (the fastest to run: the fewest code cells); the
 code under test handles any number of notebooks and exercises.
@@ -7,8 +7,6 @@ code under test handles any number of notebooks and exercises.
 import csv
 import importlib.util
 import json
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -147,7 +145,7 @@ def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
     notes = [line for line in lines if line.startswith("* tampered")]
     assert any("checksum changed" in n for n in notes), run.stdout
     assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
-    assert (out / "course" / "feedback" / "correct" / LANG / f"{STEM}.html").exists()
+    assert (out / "course" / "feedback" / "correct" / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").exists()
     # make exits with 2 for any failing recipe: the file keeps grade.py's own status
     assert (out / "course" / "exit-status").read_text() == "1\n"
 
@@ -204,62 +202,7 @@ def test_a_notebook_is_assigned_to_its_language(tmp_path, name):
     assert grade.language_of(tmp_path / name) is None
 
 
-# --- The instructor guide's nbgrader route (docs/), command for command ------------------------
-
-def instructor_section() -> str:
-    """The instructor guide, Chinese page first, then English (docs/)."""
-    return "\n".join((ROOT / "docs" / page).read_text(encoding="utf-8")
-                     for page in ("instructors.zh-CN.md", "instructors.md"))
-
-
-def route_blocks() -> list[list[str]]:
-    """The README's shell blocks that autograde, as lists of commands (comments dropped)."""
-    blocks = re.findall(r"```bash\n(.*?)```", instructor_section(), re.S)
-    out = []
-    for block in blocks:
-        if "nbgrader autograde" not in block:
-            continue
-        commands = [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines()]
-        out.append([c for c in commands if c and not c.startswith("#")])
-    return out
-
-
-def test_the_readme_gives_the_same_route_in_both_languages():
-    blocks = route_blocks()
-    assert len(blocks) == 2, "one nbgrader route in the Chinese part, one in the English part"
-    zh, en = blocks
-    assert [re.sub(r"\bzh\b", "en", c) for c in zh] == en
-    for step in ("generate_assignment", "autograde", "generate_feedback", "export"):
-        assert any(f"nbgrader {step}" in c for c in en), step
-
-
-def test_the_readme_route_grades_a_class(tmp_path, blank_and_instructor):
-    """Run the README's English route verbatim in a course folder with one notebook per student."""
-    blank, _ = blank_and_instructor
-    commands = route_blocks()[1]
-    shutil.copy(ROOT / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
-    (tmp_path / "notebooks" / LANG).mkdir(parents=True)
-    shutil.copy(ROOT / "notebooks" / LANG / NAME, tmp_path / "notebooks" / LANG / NAME)
-    # the route says `source .venv/bin/activate`: here that puts this interpreter's nbgrader on PATH
-    (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    (tmp_path / ".venv" / "bin" / "activate").write_text(
-        f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
-    os.symlink(ROOT / "figures", tmp_path / "figures")
-    write_nb(tmp_path / "returned" / "alice" / NAME, nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
-    write_nb(tmp_path / "returned" / "bob" / NAME, blank)
-    script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
-    run = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=600, env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
-    assert run.returncode == 0, run.stdout + run.stderr
-    full = points(c for _, checks in exercises(nbformat.read(ROOT / "notebooks" / LANG / NAME, 4))
-                  for c in checks)
-    csvs = sorted((tmp_path / "course").glob("*.csv")) + sorted(tmp_path.glob("*.csv"))
-    assert csvs, "nbgrader export wrote no CSV"
-    with csvs[0].open(encoding="utf-8") as f:
-        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
-    assert scores == {"alice": full, "bob": 0.0}
-    for student in ("alice", "bob"):
-        assert (tmp_path / "course" / "feedback" / student / LANG / f"{STEM}.html").exists()
+# The instructor guide's term route, command for command: tests/test_term_route.py.
 
 
 # --- The re-check, statuses that lose nothing, regrading one student --------------------------
@@ -352,7 +295,8 @@ def test_regrading_one_student_leaves_the_others_as_they_were(regraded):
 def test_feedback_pages_show_no_machinery_and_no_paths_of_the_grader(graded):
     _, _, _, _, out = graded
     for student in ("blank", "tampered"):
-        page = (out / "course" / "feedback" / student / LANG / f"{STEM}.html").read_text(encoding="utf-8")
+        page = (out / "course" / "feedback" / student / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").read_text(
+            encoding="utf-8")
         assert "NotImplementedError" in page
         assert "_core.py" not in page and "checks/nb" not in page
         assert str(out) not in page and str(ROOT) not in page

@@ -190,15 +190,20 @@ def test_an_unreadable_notebook_is_an_error_not_a_zero(tmp_path):
 
 def test_quarantine_moves_unreadable_and_unknown_notebooks_and_nothing_else(tmp_path):
     quarantine = load_tool("quarantine")
-    folder = tmp_path / "submitted" / "alice" / "en"
+    assignment = f"{NAME[:2]}-en"                       # one assignment per notebook and language
+    folder = tmp_path / "submitted" / "alice" / assignment
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / "en" / NAME, folder / NAME)
-    other = sorted(p.name for p in (ROOT / "notebooks" / "en").glob("*.ipynb") if p.name != NAME)[0]
-    (folder / other).write_text("{broken", encoding="utf-8")
+    others = sorted(p.name for p in (ROOT / "notebooks" / "en").glob("*.ipynb") if p.name != NAME)
+    shutil.copy(ROOT / "notebooks" / "en" / others[1], folder / others[1])   # another week's notebook
     (folder / "scratch.ipynb").write_text(json.dumps({"cells": []}), encoding="utf-8")
     (folder / "data.csv").write_text("1,2\n", encoding="utf-8")
+    week = tmp_path / "submitted" / "alice" / f"{others[0][:2]}-en"
+    week.mkdir()
+    (week / others[0]).write_text("{broken", encoding="utf-8")
     assert quarantine.main([str(tmp_path / "submitted")]) == 1
     assert sorted(p.name for p in folder.iterdir()) == sorted([NAME, "data.csv"])
-    moved = tmp_path / "quarantine" / "alice" / "en"
-    assert sorted(p.name for p in moved.iterdir()) == sorted([other, "scratch.ipynb"])
+    moved = tmp_path / "quarantine" / "alice" / assignment
+    assert sorted(p.name for p in moved.iterdir()) == sorted([others[1], "scratch.ipynb"])
+    assert [p.name for p in (tmp_path / "quarantine" / "alice" / week.name).iterdir()] == [others[0]]
     assert quarantine.main([str(tmp_path / "submitted")]) == 0
