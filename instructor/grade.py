@@ -366,6 +366,8 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                                                  if not v["passed"]))
                 rows.append(row)
     for problem in problems:
+        problem.setdefault("notebook_score", None)
+        problem.setdefault("flags", "")
         # an unreadable file with a course notebook's name stands for that notebook
         if problem["status"] == "unreadable" and problem["notebook"][:2] in numbers:
             number, guess = problem["notebook"][:2], problem["assignment"][-2:]
@@ -374,7 +376,7 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                            assignment=term.assignment_id(number, lang))
         rows.append(problem)
     graded = {s.student for s in submissions} | {p["student"] for p in problems
-                                                 if p["status"] != "no course notebook"}
+                                                 if p["status"] == "unreadable"}
     rows += missing_rows(rows, numbers, graded)
     if only is not None or students:
         rows = merged_with_earlier(rows, out / "grades.csv")
@@ -442,9 +444,9 @@ def with_totals(rows: list[dict]) -> list[dict]:
             continue
         counted = [r for r in members if r["counted"]]
         out.append(dict(student=student, assignment="", notebook="total",
-                        score=sum(r["score"] or 0 for r in counted),
-                        max_score=sum(r["max_score"] or 0 for r in counted), status="graded",
-                        notebook_score=sum(r["notebook_score"] or 0 for r in counted),
+                        score=sum(r.get("score") or 0 for r in counted),
+                        max_score=sum(r.get("max_score") or 0 for r in counted), status="graded",
+                        notebook_score=sum(r.get("notebook_score") or 0 for r in counted),
                         flags="; ".join(sorted({f for r in members for f in (r.get("flags") or "").split("; ")
                                                 if f})), counted=""))
     return out

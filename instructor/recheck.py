@@ -2,6 +2,7 @@
 
 Usage:
     python instructor/recheck.py SUBMITTED [--gradebook course/gradebook.db] [--csv FILE]
+                                 [--assignment 03-en]
 
 SUBMITTED is nbgrader's ``submitted/`` folder (``<student>/<assignment>/<notebook>.ipynb``, the
 assignment being ``NN-lang``, such as ``03-en``) or make grade's input (``<student>/<notebook>.ipynb``).
@@ -535,6 +536,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("submitted", help="nbgrader's submitted/ folder, or make grade's input folder")
     parser.add_argument("--gradebook", help="nbgrader's gradebook.db, to compare with its scores")
     parser.add_argument("--csv", help="write one row per notebook here")
+    parser.add_argument("--assignment", help="only this assignment of nbgrader's layout (03-en)")
     args = parser.parse_args(argv)
     submitted = Path(args.submitted)
     if not submitted.is_dir():
@@ -546,6 +548,8 @@ def main(argv: list[str]) -> int:
     graded = gradebook_scores(Path(args.gradebook)) if args.gradebook else {}
     rows, attention = [], False
     for student, assignment, path in returned_notebooks(submitted):
+        if args.assignment and assignment != args.assignment:
+            continue
         lang = assignment[-2:] if assignment else language_of(path)
         if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
             rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",

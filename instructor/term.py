@@ -180,7 +180,9 @@ def column(number: str, titles: dict[str, str] | None = None) -> str:
 def canvas_rows(rows: list[dict], roster: dict[str, dict] | None = None, titles=None,
                 numbers: list[str] | None = None) -> list[list[str]]:
     """Canvas's gradebook-import layout: ``Student, ID, SIS User ID, Section``, one column per
-    notebook and ``Total``, the second line ``Points Possible``.
+    notebook, the second line ``Points Possible``. The total is ``Final Points``, the name of
+    Canvas's own read-only column, which an import leaves alone (a column called ``Total`` would
+    become an assignment of its own and count the points twice).
 
     ``roster`` maps a student id to ``{"name", "canvas_id", "section"}`` (all optional): Canvas
     matches a row by ``ID`` or ``SIS User ID``; here the student id is the SIS User ID.
@@ -189,9 +191,8 @@ def canvas_rows(rows: list[dict], roster: dict[str, dict] | None = None, titles=
     maxima = max_scores(rows)
     roster = roster or {}
     heads = [column(n, titles) for n in numbers]
-    out = [["Student", "ID", "SIS User ID", "Section", *heads, "Total"],
-           ["Points Possible", "", "", "", *[_points(maxima.get(n)) for n in numbers],
-            _points(sum(maxima.get(n, 0.0) for n in numbers))]]
+    out = [["Student", "ID", "SIS User ID", "Section", *heads, "Final Points"],
+           ["Points Possible", "", "", "", *[_points(maxima.get(n)) for n in numbers], "(read only)"]]
     for r in table:
         who = roster.get(r["student"], {})
         out.append([who.get("name") or r["student"], who.get("canvas_id", ""), r["student"],

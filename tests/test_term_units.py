@@ -87,9 +87,9 @@ def test_the_canvas_file_has_its_import_columns_and_points_possible(tmp_path):
     assert [p.name for p in paths] == ["grades-canvas.csv", "grades-moodle.csv", "grades.csv"]
     canvas = read(tmp_path / "grades-canvas.csv")
     assert canvas[0] == ["Student", "ID", "SIS User ID", "Section", term.column("01"), term.column("03"),
-                         "Total"]
+                         "Final Points"]     # Canvas's read-only total: no assignment on import
     assert canvas[0][4] == "01 library analogy"
-    assert canvas[1] == ["Points Possible", "", "", "", "4", "5", "9"]
+    assert canvas[1] == ["Points Possible", "", "", "", "4", "5", "(read only)"]
     assert canvas[2] == ["Alice Liu", "1001", "alice", "A", "4", "3", "7"]
     assert canvas[3] == ["bob", "", "bob", "", "1", "0", "1"]
 
