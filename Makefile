@@ -127,7 +127,8 @@ test-browser: $(DEV_STAMP)
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
 ##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and
 ##   throwaway student users (one in headless Chromium) release, fetch, submit, grade and return
-##   notebooks through the hub. Guide: classroom/README.md.
+##   two weeks of assignments through the hub (01-en, 01-zh; 06-en, 09-zh), week 2 graded in the
+##   formgrader; it prints each stage's time. Guide: classroom/README.md.
 ## make bench-classroom (root, not in CI): 10, 20, 30 students at once, each running notebook 01.
 CLASSROOM_PY := /opt/attention-classroom/venv/bin/python
 .PHONY: test-classroom bench-classroom

@@ -6,7 +6,7 @@ first widget, saves, and submits from the *Assignments* tab.
 the dev dependency group), against Debian's Chromium (``bash .ci/browser_setup.sh`` installs it).
 Prints one JSON line: what was done, or the step that failed; screenshots go to ``--shots``.
 
-    python classroom/browser_student.py --hub URL --user NAME --password PW --lang en --shots DIR
+    python classroom/browser_student.py --hub URL --user NAME --password PW --assignment 01-en --shots DIR
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ NOTEBOOK = "01_library_analogy.ipynb"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("hub", "user", "password", "lang", "shots"):
+    for name in ("hub", "user", "password", "assignment", "shots"):
         parser.add_argument(f"--{name}", required=True)
     args = parser.parse_args()
     shots = Path(args.shots)
@@ -52,9 +52,9 @@ def main() -> int:
             step = "fetch from the Assignments tab"
             page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Nbgrader$")).click()
             page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Assignment List$")).click()
-            def row(list_id):   # the row of the assignment named args.lang (the course id holds "en")
+            def row(list_id):   # the row of the assignment named args.assignment ("01-en")
                 return page.locator(f"#{list_id} .list_item").filter(
-                    has=page.get_by_text(args.lang, exact=True)).first
+                    has=page.get_by_text(args.assignment, exact=True)).first
             row("released_assignments_list").locator("button", has_text=re.compile(r"^Fetch$")).click()
             fetched = row("fetched_assignments_list")
             fetched.wait_for()
@@ -63,9 +63,9 @@ def main() -> int:
 
             step = "open the fetched notebook"
             link = page.locator("#fetched_assignments_list a", has_text=NOTEBOOK.removesuffix(".ipynb")).first
-            for _ in range(3):   # unfold the assignment's notebooks ("en ▸")
+            for _ in range(3):   # unfold the assignment's notebooks ("01-en ▸")
                 page.locator(f'#fetched_assignments_list a.assignment-notebooks-link'
-                             f'[aria-controls$="-{args.lang}"]').click()
+                             f'[aria-controls$="-{args.assignment}"]').click()
                 try:
                     link.wait_for(state="visible", timeout=10_000)
                     break

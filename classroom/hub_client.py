@@ -179,6 +179,7 @@ class Learner:
         self.token: str | None = None
         self.kernel_id: str | None = None
         self._ws: websocket.WebSocket | None = None
+        self._used = 0.0   # when the kernel channel last carried a message
 
     # --- the hub -----------------------------------------------------------------------------
     def login(self, password: str | None = None) -> requests.Response:
@@ -232,15 +233,24 @@ class Learner:
                           timeout=60)
         r.raise_for_status()
         self.kernel_id = r.json()["id"]
+        self._connect()
+        return self.kernel_id
+
+    def _connect(self) -> None:
         ws_url = self.server_url(f"api/kernels/{self.kernel_id}/channels").replace("http://", "ws://")
         self._ws = websocket.create_connection(ws_url, header=[f"Authorization: token {self.token}"],
                                                timeout=300)
-        return self.kernel_id
+        self._used = time.monotonic()
 
     def run(self, code: str, timeout: float = 300) -> tuple[str, str | None]:
         """Execute ``code`` in this user's kernel; return (stdout + stderr, error text or None)."""
         if self._ws is None:
             self.start_kernel()
+        elif time.monotonic() - self._used > 20:
+            # The server pings an open channel and closes it when no pong comes; this client answers
+            # pings only while it reads. After a pause, a new connection to the same kernel.
+            self.close()
+            self._connect()
         msg_id = uuid.uuid4().hex
         self._ws.send(json.dumps({
             "header": {"msg_id": msg_id, "username": self.name, "session": uuid.uuid4().hex,
@@ -254,6 +264,7 @@ class Learner:
             if time.monotonic() - t0 > timeout:
                 raise TimeoutError(f"{self.name}: no reply after {timeout} s; output so far: {''.join(out)}")
             msg = json.loads(self._ws.recv())
+            self._used = time.monotonic()
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]

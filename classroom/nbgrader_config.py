@@ -6,9 +6,19 @@
 course id, the exchange and the grading settings are written once, at the repository's root.
 
 Students need only the exchange part (``course_id``, ``Exchange.root``): they fetch and submit in
-their home. The instructor runs nbgrader from a clone of the repository, where the clone's own
-``nbgrader_config.py`` also applies (course directory ``<clone>/course/``, notebooks in
-``<clone>/notebooks/``).
+their home. The instructor works in a clone of the repository in their home, by default
+``~/attention-course``: the repository's file places the course directory beside itself
+(``<repository>/course``), which, read from here, would be a folder inside the hub's environment,
+outside every home. So every path of ``CourseDirectory`` that the repository's file puts under its
+own folder is moved to the same place under ``~/attention-course`` of the user who runs nbgrader.
+That is what the formgrader needs: it runs in the instructor's own server, reads only the settings
+files of the Jupyter path and of the server's working folder (the home, not the clone), and serves
+a course only when the course directory lies under the server's root folder (the home); else it
+answers every page with "bad setup". An instructor whose clone lives elsewhere writes
+``~/.jupyter/nbgrader_config.py`` (read after this file, so it wins)::
+
+    c = get_config()
+    c.CourseDirectory.root = "/home/teacher/courses/attention-course/course"
 
 The exchange is a folder that every user of the machine can write to (``Exchange.root``, default
 ``/srv/nbgrader/exchange``); create it once, as root, before the first release::
@@ -20,9 +30,13 @@ import os
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
-load_subconfig(  # noqa: F821 (provided by traitlets too)
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "attention_course", "nbgrader_config.py"))
+COURSE_SETTINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attention_course")
+load_subconfig(os.path.join(COURSE_SETTINGS, "nbgrader_config.py"))  # noqa: F821 (traitlets's too)
 
-# Nothing else: students fetch into and submit from their home (nbgrader's default), and the
-# instructor's course directory is set by the clone's own nbgrader_config.py, which nbgrader reads
-# after this one when it runs in the clone's root.
+# The instructor's clone, in the home of whoever runs nbgrader (a student's nbgrader never uses it:
+# students fetch into and submit from their home, nbgrader's default).
+CLONE = os.path.expanduser("~/attention-course")
+for _name, _value in list(c.CourseDirectory.items()):
+    if isinstance(_value, str) and (_value == COURSE_SETTINGS
+                                    or _value.startswith(COURSE_SETTINGS + os.sep)):
+        setattr(c.CourseDirectory, _name, CLONE + _value[len(COURSE_SETTINGS):])
