@@ -243,8 +243,6 @@ def clone_course(home: Path, owner: str) -> Path:
     ignore = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
     shutil.copytree(ROOT / "notebooks", clone / "notebooks", ignore=ignore)
     shutil.copytree(ROOT / "instructor", clone / "instructor", ignore=ignore)
-    if (ROOT / "figures").is_dir():
-        shutil.copytree(ROOT / "figures", clone / "figures")
     subprocess.run(["chown", "-R", f"{owner}:{owner}", str(clone)], check=True)
     return clone
 
