@@ -9,7 +9,9 @@ Nothing here is a second copy of attention. The pieces are the course's:
 
 - RoPE is :func:`~attention_course.positional.apply_rotary`, whose pairs are (x[2i], x[2i+1]). The
   GGUF stores the rows of W_Q and W_K in exactly that order (llama.cpp's converter interleaves
-  them), so the file's weights are used as they are;
+  them), so the file's weights are used as they are. The forward pass calls apply_rotary's own
+  two steps, its cos/sin tables (made once per pass, not once per layer) and its rotation,
+  on the queries and keys of a layer together;
 - attention is :func:`~attention_course.grouped.grouped_query_attention` (9 query heads read 3
   key/value heads, causal);
 - generation keeps a :class:`~attention_course.decoding.KVCache`, which attends with
@@ -47,7 +49,7 @@ from ._validate import assume_finite
 from .decoding import KVCache
 from .gguf_file import GGUFError, dequantize, read_gguf
 from .grouped import grouped_query_attention
-from .positional import apply_rotary
+from .positional import _rotary_tables, _rotate_pairs
 
 __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
            "forward_flops", "induction_scores", "load", "previous_token_scores",
@@ -145,8 +147,8 @@ def _build_tokenizer(metadata: dict):
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x²) + eps) · weight over the last axis; x: (T, E)."""
-    ms = np.mean(np.square(x), axis=-1, keepdims=True)
-    return x * (1.0 / np.sqrt(ms + np.float32(eps))).astype(x.dtype) * weight
+    ms = np.einsum("te,te->t", x, x)[:, None] / x.dtype.type(x.shape[-1])            # (T, 1)
+    return x * (1.0 / np.sqrt(ms + x.dtype.type(eps))) * weight
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -165,12 +167,13 @@ def _swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dequantize_transposed(f, names, rows: int = 4096) -> np.ndarray:
+def _dequantize_transposed(f, names, rows: int = 1024) -> np.ndarray:
     """Tensors ``names`` of ``f``, each (out_i, in), side by side as one C-contiguous (in, Σ out_i).
 
     ``x`` (T, in) times this matrix is all of ``x @ W_i.T`` at once, and as a no-transpose GEMM,
     which OpenBLAS runs faster than one that reads a transposed operand. Each tensor is
-    dequantized ``rows`` rows at a time, so the (V, E) embedding is never held twice.
+    dequantized ``rows`` rows at a time: the (V, E) embedding is never held twice, and a block of rows
+    stays in the cache while it is written out transposed.
     """
     infos = [f._info(n) for n in names]
     n_in = infos[0].shape[1]
@@ -330,8 +333,12 @@ class PretrainedModel:
         _, _, hidden = self._run(ids, positions=positions, want_hidden=True, stop=layer)
         x = hidden[layer]
         with assume_finite():
-            q, k, v = self._qkv(layer, x, self._positions(positions, x.shape[0]))
+            q, k, v = self._qkv(layer, x, self._rope(self._positions(positions, x.shape[0])))
         return x, q, k, v
+
+    def _rope(self, pos: np.ndarray) -> tuple:
+        c = self.config
+        return _rotary_tables(pos, c.d_k, c.rope_base, np.float32)
 
     def _projections(self, i, group, names, h):
         """``h @ W.T`` for the matrices ``names`` of layer i, side by side: (T, sum of outs).
@@ -344,14 +351,15 @@ class PretrainedModel:
             return h @ fused[0]
         return np.concatenate([h @ p[n].T for n in names], axis=1)
 
-    def _qkv(self, i, x, pos):
+    def _qkv(self, i, x, rope):
+        """q, k, v of layer i after RoPE; rope: the (cos, sin) tables of the positions."""
         c, p = self.config, self.layers[i]
         T = x.shape[0]
         h = _rms_norm(x, p["attn_norm"], c.rms_eps)
         qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)            # (T, (H+2G)·d_k)
         heads = qkv.reshape(T, c.H + 2 * c.G, c.d_k).transpose(1, 0, 2)       # (H+2G, T, d_k)
         # queries and keys turn alike: RoPE on the H + G heads at once
-        qk = apply_rotary(heads[:c.H + c.G], pos, base=c.rope_base)
+        qk = _rotate_pairs(heads[:c.H + c.G], *rope)
         return qk[:c.H], qk[c.H:], heads[c.H + c.G:]        # (H, T, d_k), (G, T, d_k), (G, T, d_k)
 
     def _block_rest(self, i, x, heads, zero):
@@ -372,7 +380,7 @@ class PretrainedModel:
         ids = self._check_ids(ids, length=True)
         zero = self._check_ablate(ablate)
         start = 0 if cache is None else cache.length
-        pos = self._positions(positions, ids.size, start)
+        rope = self._rope(self._positions(positions, ids.size, start))
         if cache is not None and start > 0 and ids.size != 1:
             raise ValueError("with a filled cache, feed one token at a time")
         x = self.embedding[ids]                                                # (T, E)
@@ -381,7 +389,7 @@ class PretrainedModel:
         # attention functions skip their NaN/inf scans (they still check types and shapes)
         with assume_finite():
             for i in range(c.n_layers if stop is None else stop):
-                q, k, v = self._qkv(i, x, pos)
+                q, k, v = self._qkv(i, x, rope)
                 if cache is not None and start > 0:
                     cache.append(i, k, v)
                     heads = cache.attend(i, q[:, 0])[:, None, :]               # (H, 1, d_k)
