@@ -151,15 +151,10 @@ def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x * (1.0 / np.sqrt(ms + x.dtype.type(eps))) * weight
 
 
-def _silu(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):          # exp(-x) = inf for very negative x gives -0, right
-        return x / (1.0 + np.exp(-x))
-
-
 def _swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """silu(gate) · up, as :func:`_silu` computes it, in one buffer; gate, up: (T, d_ff)."""
+    """silu(gate) · up = gate / (1 + exp(-gate)) · up, in one buffer; gate, up: (T, d_ff)."""
     out = np.negative(gate)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):          # exp(-x) = inf for very negative x gives -0, right
         np.exp(out, out=out)
     out += 1.0
     np.divide(gate, out, out=out)
