@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from attention_course import gguf_file, pretrained
 from attention_course.decoding import KVCache
 from attention_course.grouped import grouped_query_attention
+from attention_course.positional import apply_rotary
 
 gguf = pytest.importorskip("gguf")
 
@@ -213,6 +214,47 @@ def test_hidden_states_and_attention_inputs(model):
     _, w = model.forward(ids, return_weights=True, layers=[13])
     _, w_here = grouped_query_attention(q, k, v, is_causal=True, return_weights=True)
     np.testing.assert_allclose(w_here, w[0], atol=1e-6)
+
+
+def test_the_forward_turns_queries_and_keys_as_apply_rotary_does(model):
+    c = model.config
+    ids = model.encode("A dog bites a man.")
+    T, layer = len(ids), 7
+    pos = np.arange(T) + 3
+    x, q, k, v = model.attention_inputs(ids, layer, positions=pos)
+    p = model.layers[layer]
+    h = pretrained._rms_norm(x, p["attn_norm"], c.rms_eps)
+    split = {n: (h @ p[n].T).reshape(T, -1, c.d_k).transpose(1, 0, 2) for n in ("W_q", "W_k", "W_v")}
+    np.testing.assert_allclose(q, apply_rotary(split["W_q"], pos, base=c.rope_base), atol=1e-5)
+    np.testing.assert_allclose(k, apply_rotary(split["W_k"], pos, base=c.rope_base), atol=1e-5)
+    np.testing.assert_allclose(v, split["W_v"], atol=1e-5)
+    assert q.shape == (c.H, T, c.d_k) and k.shape == v.shape == (c.G, T, c.d_k)
+
+
+def test_the_layers_dict_is_what_the_forward_multiplies_by(model):
+    """load() keeps W_Q, W_K, W_V (and W_gate, W_up) side by side in one matrix, the dict holding
+    views of it: copies put into the dict give the same logits, an edit through a view changes them."""
+    ids = model.encode("one two three four")
+    layer = model.layers[3]
+    names = ("W_q", "W_k", "W_v", "W_gate", "W_up")
+    saved = {n: layer[n] for n in names}
+    before = model.forward(ids)
+    try:
+        for n in names:
+            layer[n] = np.array(saved[n])                  # C-contiguous (out, in) copies
+        np.testing.assert_allclose(model.forward(ids), before, atol=1e-4)
+        layer["W_k"] = np.zeros_like(saved["W_k"])
+        assert np.abs(model.forward(ids) - before).max() > 1e-2
+    finally:
+        layer.update(saved)
+    np.testing.assert_array_equal(model.forward(ids), before)
+    column = saved["W_up"][5].copy()
+    try:
+        saved["W_up"][5] = 0.0                             # through the view, into the fused matrix
+        assert np.abs(model.forward(ids) - before).max() > 1e-3
+    finally:
+        saved["W_up"][5] = column
+    np.testing.assert_array_equal(model.forward(ids), before)
 
 
 def test_token_strings_show_split_characters_as_bytes(model):

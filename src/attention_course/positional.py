@@ -142,12 +142,24 @@ def apply_rotary(x, positions=None, base: float = 10000.0) -> np.ndarray:
 
     x = as_float_array(x, "x", min_ndim=2)
     L, D = x.shape[-2:]
-    omega = frequencies(D, base)
     pos = np.arange(L) if positions is None else np.asarray(positions)
     if pos.shape != (L,):
         raise ValueError(f"positions has shape {pos.shape}; it must be (L,) = ({L},)")
-    angles = pos[:, None] * omega[None, :]                      # (L, D/2)
-    c, s = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    return _rotate_pairs(x, *_rotary_tables(pos, D, base, x.dtype))
+
+
+def _rotary_tables(positions: np.ndarray, D: int, base: float, dtype) -> tuple:
+    """cos and sin of pos · omega_i, each (L, D/2) in ``dtype``: what :func:`apply_rotary` turns by.
+
+    Unchecked; for a caller that rotates many tensors at the same positions (every layer of a
+    model) and makes the tables once.
+    """
+    angles = positions[:, None] * frequencies(D, base)[None, :]        # (L, D/2)
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+
+def _rotate_pairs(x: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The rotation of :func:`apply_rotary`, unchecked: x (..., L, D), c and s (L, D/2)."""
     even, odd = x[..., 0::2], x[..., 1::2]                      # (..., L, D/2) each
     out = np.empty_like(x)
     out[..., 0::2] = even * c - odd * s

@@ -9,7 +9,9 @@ Nothing here is a second copy of attention. The pieces are the course's:
 
 - RoPE is :func:`~attention_course.positional.apply_rotary`, whose pairs are (x[2i], x[2i+1]). The
   GGUF stores the rows of W_Q and W_K in exactly that order (llama.cpp's converter interleaves
-  them), so the file's weights are used as they are;
+  them), so the file's weights are used as they are. The forward pass calls apply_rotary's own
+  two steps, its cos/sin tables (made once per pass, not once per layer) and its rotation,
+  on the queries and keys of a layer together;
 - attention is :func:`~attention_course.grouped.grouped_query_attention` (9 query heads read 3
   key/value heads, causal);
 - generation keeps a :class:`~attention_course.decoding.KVCache`, which attends with
@@ -43,10 +45,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validate import assume_finite
 from .decoding import KVCache
-from .gguf_file import GGUFError, read_gguf
+from .gguf_file import GGUFError, dequantize, read_gguf
 from .grouped import grouped_query_attention
-from .positional import apply_rotary
+from .positional import _rotary_tables, _rotate_pairs
 
 __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
            "forward_flops", "induction_scores", "load", "previous_token_scores",
@@ -144,13 +147,48 @@ def _build_tokenizer(metadata: dict):
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x²) + eps) · weight over the last axis; x: (T, E)."""
-    ms = np.mean(np.square(x), axis=-1, keepdims=True)
-    return x * (1.0 / np.sqrt(ms + np.float32(eps))).astype(x.dtype) * weight
+    ms = np.einsum("te,te->t", x, x)[:, None] / x.dtype.type(x.shape[-1])            # (T, 1)
+    return x * (1.0 / np.sqrt(ms + x.dtype.type(eps))) * weight
 
 
-def _silu(x: np.ndarray) -> np.ndarray:
+def _swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """silu(gate) · up = gate / (1 + exp(-gate)) · up, in one buffer; gate, up: (T, d_ff)."""
+    out = np.negative(gate)
     with np.errstate(over="ignore"):          # exp(-x) = inf for very negative x gives -0, right
-        return x / (1.0 + np.exp(-x))
+        np.exp(out, out=out)
+    out += 1.0
+    np.divide(gate, out, out=out)
+    out *= up
+    return out
+
+
+def _dequantize_transposed(f, names, rows: int = 1024) -> np.ndarray:
+    """Tensors ``names`` of ``f``, each (out_i, in), side by side as one C-contiguous (in, Σ out_i).
+
+    ``x`` (T, in) times this matrix is all of ``x @ W_i.T`` at once, and as a no-transpose GEMM,
+    which OpenBLAS runs faster than one that reads a transposed operand. Each tensor is
+    dequantized ``rows`` rows at a time: the (V, E) embedding is never held twice, and a block of rows
+    stays in the cache while it is written out transposed.
+    """
+    infos = [f._info(n) for n in names]
+    n_in = infos[0].shape[1]
+    out = np.empty((n_in, sum(info.shape[0] for info in infos)), np.float32)
+    col = 0
+    for name, info in zip(names, infos, strict=True):
+        n_out = info.shape[0]
+        raw = f.raw(name).reshape(n_out, -1)               # one row of blocks per output unit
+        for r in range(0, n_out, rows):
+            chunk = raw[r:r + rows]
+            out[:, col + r:col + r + chunk.shape[0]] = dequantize(
+                chunk, info.type_id, (chunk.shape[0], n_in)).T
+        col += n_out
+    return out
+
+
+def _column_views(fused: np.ndarray, widths) -> tuple[np.ndarray, ...]:
+    """The (out_i, in) matrices that :func:`_dequantize_transposed` put side by side, as views."""
+    bounds = np.cumsum([0, *widths]).tolist()
+    return tuple(fused[:, a:b].T for a, b in zip(bounds[:-1], bounds[1:], strict=True))
 
 
 _LAYER_TENSORS = {"attn_norm": "attn_norm", "W_q": "attn_q", "W_k": "attn_k", "W_v": "attn_v",
@@ -173,14 +211,26 @@ class PretrainedModel:
     W_out : ndarray, shape (V, E)
         The output layer; the same array as ``embedding`` when the file ties them.
     path : str
+
+    Notes
+    -----
+    :func:`load` stores each matrix transposed in memory (``W.T`` is C-contiguous, so ``x @ W.T``
+    is a no-transpose GEMM), and W_Q, W_K, W_V side by side in one (E, (H + 2G)·d_k) matrix, W_gate
+    and W_up in one (E, 2·d_ff) matrix: the entries of ``layers`` are views of those, so the
+    forward pass computes the three projections (and the two MLP inputs) with one matrix product.
+    Writing into a view changes the model; putting another array into a layer's dict does too
+    (the forward then multiplies by each matrix on its own).
     """
 
     def __init__(self, config: Config, layers, embedding, final_norm, W_out, tokenizer, path,
-                 bos_token_id=None, eos_token_id=None, add_bos=False):
+                 bos_token_id=None, eos_token_id=None, add_bos=False, fused=None):
         self.config, self.layers = config, layers
         self.embedding, self.final_norm, self.W_out = embedding, final_norm, W_out
         self._tokenizer, self.path = tokenizer, path
         self.bos_token_id, self.eos_token_id, self.add_bos = bos_token_id, eos_token_id, add_bos
+        # per layer, {"qkv": (W_qkv, (W_q, W_k, W_v)), "gate_up": ...}: a fused matrix and the
+        # views of it the layer's dict held when it was made
+        self._fused = fused if fused is not None else [{} for _ in layers]
 
     def __repr__(self):
         c = self.config
@@ -277,17 +327,35 @@ class PretrainedModel:
         (layer,) = self._check_layers([layer])
         _, _, hidden = self._run(ids, positions=positions, want_hidden=True, stop=layer)
         x = hidden[layer]
-        q, k, v = self._qkv(layer, x, self._positions(positions, x.shape[0]))
+        with assume_finite():
+            q, k, v = self._qkv(layer, x, self._rope(self._positions(positions, x.shape[0])))
         return x, q, k, v
 
-    def _qkv(self, i, x, pos):
+    def _rope(self, pos: np.ndarray) -> tuple:
+        c = self.config
+        return _rotary_tables(pos, c.d_k, c.rope_base, np.float32)
+
+    def _projections(self, i, group, names, h):
+        """``h @ W.T`` for the matrices ``names`` of layer i, side by side: (T, sum of outs).
+
+        One GEMM on the fused matrix while the layer's dict still holds its views, else one
+        product per matrix.
+        """
+        p, fused = self.layers[i], self._fused[i].get(group)
+        if fused is not None and all(p[n] is w for n, w in zip(names, fused[1], strict=True)):
+            return h @ fused[0]
+        return np.concatenate([h @ p[n].T for n in names], axis=1)
+
+    def _qkv(self, i, x, rope):
+        """q, k, v of layer i after RoPE; rope: the (cos, sin) tables of the positions."""
         c, p = self.config, self.layers[i]
         T = x.shape[0]
         h = _rms_norm(x, p["attn_norm"], c.rms_eps)
-        q = (h @ p["W_q"].T).reshape(T, c.H, c.d_k).transpose(1, 0, 2)          # (H, T, d_k)
-        k = (h @ p["W_k"].T).reshape(T, c.G, c.d_k).transpose(1, 0, 2)          # (G, T, d_k)
-        v = (h @ p["W_v"].T).reshape(T, c.G, c.d_k).transpose(1, 0, 2)          # (G, T, d_k)
-        return (apply_rotary(q, pos, base=c.rope_base), apply_rotary(k, pos, base=c.rope_base), v)
+        qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)            # (T, (H+2G)·d_k)
+        heads = qkv.reshape(T, c.H + 2 * c.G, c.d_k).transpose(1, 0, 2)       # (H+2G, T, d_k)
+        # queries and keys turn alike: RoPE on the H + G heads at once
+        qk = _rotate_pairs(heads[:c.H + c.G], *rope)
+        return qk[:c.H], qk[c.H:], heads[c.H + c.G:]        # (H, T, d_k), (G, T, d_k), (G, T, d_k)
 
     def _block_rest(self, i, x, heads, zero):
         """Output projection, residual, MLP, residual; heads: (H, T, d_k)."""
@@ -298,7 +366,8 @@ class PretrainedModel:
         merged = heads.transpose(1, 0, 2).reshape(heads.shape[1], c.H * c.d_k)     # (T, H·d_k)
         x = x + merged @ p["W_o"].T
         h = _rms_norm(x, p["ffn_norm"], c.rms_eps)
-        return x + (_silu(h @ p["W_gate"].T) * (h @ p["W_up"].T)) @ p["W_down"].T
+        gate_up = self._projections(i, "gate_up", ("W_gate", "W_up"), h)          # (T, 2·d_ff)
+        return x + _swiglu(gate_up[:, :c.d_ff], gate_up[:, c.d_ff:]) @ p["W_down"].T
 
     def _run(self, ids, *, keep=(), ablate=(), positions=None, want_hidden=False, stop=None,
              cache: KVCache | None = None):
@@ -306,33 +375,36 @@ class PretrainedModel:
         ids = self._check_ids(ids, length=True)
         zero = self._check_ablate(ablate)
         start = 0 if cache is None else cache.length
-        pos = self._positions(positions, ids.size, start)
+        rope = self._rope(self._positions(positions, ids.size, start))
+        if cache is not None and start > 0 and ids.size != 1:
+            raise ValueError("with a filled cache, feed one token at a time")
         x = self.embedding[ids]                                                # (T, E)
         weights, hidden = {}, [x] if want_hidden else None
-        for i in range(c.n_layers if stop is None else stop):
-            q, k, v = self._qkv(i, x, pos)
-            if cache is not None and start > 0:
-                if ids.size != 1:
-                    raise ValueError("with a filled cache, feed one token at a time")
-                cache.append(i, k, v)
-                heads = cache.attend(i, q[:, 0])[:, None, :]                   # (H, 1, d_k)
-            else:
-                if cache is not None:
+        # ids, positions and ablate are checked above and every array below is made here, so the
+        # attention functions skip their NaN/inf scans (they still check types and shapes)
+        with assume_finite():
+            for i in range(c.n_layers if stop is None else stop):
+                q, k, v = self._qkv(i, x, rope)
+                if cache is not None and start > 0:
                     cache.append(i, k, v)
-                if i in keep:
-                    heads, weights[i] = grouped_query_attention(q, k, v, is_causal=True,
-                                                                return_weights=True)
+                    heads = cache.attend(i, q[:, 0])[:, None, :]               # (H, 1, d_k)
                 else:
-                    heads = grouped_query_attention(q, k, v, is_causal=True)
-            x = self._block_rest(i, x, heads, zero.get(i, ()))
-            if want_hidden:
-                hidden.append(x)
-        if stop is not None:
-            return None, weights, hidden
-        x = _rms_norm(x, self.final_norm, c.rms_eps)
+                    if cache is not None:
+                        cache.append(i, k, v)
+                    if i in keep:
+                        heads, weights[i] = grouped_query_attention(q, k, v, is_causal=True,
+                                                                    return_weights=True)
+                    else:
+                        heads = grouped_query_attention(q, k, v, is_causal=True)
+                x = self._block_rest(i, x, heads, zero.get(i, ()))
+                if want_hidden:
+                    hidden.append(x)
+            if stop is not None:
+                return None, weights, hidden
+            x = _rms_norm(x, self.final_norm, c.rms_eps)
         if want_hidden:
             hidden.append(x)
-        return x @ self.W_out.T, weights, hidden
+        return x @ self.W_out.T, weights, hidden                 # (T, V); a plain GEMM, see Notes
 
     # --- generation ---------------------------------------------------------------------------
 
@@ -512,18 +584,37 @@ def load(path=None) -> PretrainedModel:
         raise GGUFError(f"{path} lacks the tensors {missing[:3]}{' …' if len(missing) > 3 else ''}")
     for n in names:
         f._info(n)                                      # unsupported tensor types fail here, early
-    # NumPy's ufuncs release the GIL, so two threads dequantize in about half the time on 2 cores.
+    E, d_ff = config.d_model, config.d_ff
+    n_q, n_kv = config.H * config.d_k, config.G * config.d_k
+
+    def one_layer(i):
+        t = {key: f"blk.{i}.{name}.weight" for key, name in _LAYER_TENSORS.items()}
+        qkv = _dequantize_transposed(f, [t["W_q"], t["W_k"], t["W_v"]])     # (E, (H+2G)·d_k)
+        gate_up = _dequantize_transposed(f, [t["W_gate"], t["W_up"]])        # (E, 2·d_ff)
+        W_q, W_k, W_v = _column_views(qkv, (n_q, n_kv, n_kv))
+        W_gate, W_up = _column_views(gate_up, (d_ff, d_ff))
+        layer = {"attn_norm": f.array(t["attn_norm"]), "W_q": W_q, "W_k": W_k, "W_v": W_v,
+                 "W_o": _dequantize_transposed(f, [t["W_o"]]).T,
+                 "ffn_norm": f.array(t["ffn_norm"]), "W_gate": W_gate, "W_up": W_up,
+                 "W_down": _dequantize_transposed(f, [t["W_down"]]).T}
+        return layer, {"qkv": (qkv, (W_q, W_k, W_v)), "gate_up": (gate_up, (W_gate, W_up))}
+
+    # NumPy's ufuncs and copies release the GIL, so two threads dequantize in about half the time.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        arrays = dict(zip(names, pool.map(f.array, names), strict=True))
-    layers = [{key: arrays[f"blk.{i}.{t}.weight"] for key, t in _LAYER_TENSORS.items()}
-              for i in range(config.n_layers)]
-    embedding = arrays["token_embd.weight"]
-    W_out = arrays.get("output.weight", embedding)
+        embedding = pool.submit(_dequantize_transposed, f, ["token_embd.weight"])
+        W_out = pool.submit(_dequantize_transposed, f, ["output.weight"]) \
+            if "output.weight" in f.tensors else None
+        done = pool.map(one_layer, range(config.n_layers))
+        layers, fused = map(list, zip(*done, strict=True))
+        # (V, E) views of (E, V) arrays: the logits x @ W_out.T are a no-transpose GEMM
+        embedding = embedding.result().T
+        W_out = embedding if W_out is None else W_out.result().T
     tokenizer = _build_tokenizer(md)
-    return PretrainedModel(config, layers, embedding, arrays["output_norm.weight"], W_out,
+    return PretrainedModel(config, layers, embedding, f.array("output_norm.weight"), W_out,
                            tokenizer, path, bos_token_id=md.get("tokenizer.ggml.bos_token_id"),
                            eos_token_id=md.get("tokenizer.ggml.eos_token_id"),
-                           add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)))
+                           add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)),
+                           fused=fused)
 
 
 # --- measuring heads (notebook 09) ----------------------------------------------------------------
