@@ -894,25 +894,17 @@ def _loss_unchecked(logits, targets, mask=None):
                                   else np.broadcast_to(mask, targets.shape))
 
 
+_PASSES = ("linear_forward", "linear_backward", "attention_forward", "attention_backward",
+           "embedding_forward", "embedding_backward", "positional_forward", "positional_backward",
+           "residual_forward", "residual_backward", "softmax_cross_entropy", "split_heads",
+           "merge_heads")
+
 #: The passes above, checked: every call validates its arguments (the functions of this module).
-CHECKED = SimpleNamespace(
-    linear_forward=linear_forward, linear_backward=linear_backward,
-    attention_forward=attention_forward, attention_backward=attention_backward,
-    embedding_forward=embedding_forward, embedding_backward=embedding_backward,
-    positional_forward=positional_forward, positional_backward=positional_backward,
-    residual_forward=residual_forward, residual_backward=residual_backward,
-    softmax_cross_entropy=softmax_cross_entropy, split_heads=split_heads, merge_heads=merge_heads,
-)
+CHECKED = SimpleNamespace(**{name: globals()[name] for name in _PASSES})
 
 #: The same arithmetic without the checks, for a loop whose arrays were checked once and are
 #: its own (``tiny_model.train``): the public functions above call these same functions after
 #: validating, so both compute identical numbers (split_heads and merge_heads are the reshapes
 #: of :mod:`attention_course.multihead` without its checks). Masks must be None or checked.
-UNCHECKED = SimpleNamespace(
-    linear_forward=_linear_forward, linear_backward=_linear_backward,
-    attention_forward=_attention_forward, attention_backward=_attention_backward,
-    embedding_forward=_embedding_forward, embedding_backward=_embedding_backward,
-    positional_forward=_positional_forward, positional_backward=_positional_backward,
-    residual_forward=_residual_forward, residual_backward=_residual_backward,
-    softmax_cross_entropy=_loss_unchecked, split_heads=_split_heads, merge_heads=_merge_heads,
-)
+UNCHECKED = SimpleNamespace(**{**{name: globals()["_" + name] for name in _PASSES},
+                               "softmax_cross_entropy": _loss_unchecked})
