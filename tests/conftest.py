@@ -66,3 +66,41 @@ def pytest_configure(config):
     """The test tiers' markers (also in pyproject.toml once the tiers land there; twice is harmless)."""
     config.addinivalue_line("markers", "slow: takes long (a subprocess, a build, nbgrader)")
     config.addinivalue_line("markers", "integration: runs another program (a fresh interpreter, nbgrader)")
+
+
+# ---------------------------------------------------------------------- notebook 09's model, once
+# Loading SmolLM2-135M dequantizes 93 MB and a forward pass with every layer's weights takes a
+# good part of a second on 2 cores; a test process pays both once.
+@pytest.fixture(scope="session")
+def course_model():
+    """The installed model of notebook 09, loaded once per test process. A test that changes its
+    weights puts them back (try/finally), as tests/test_pretrained_reference.py does."""
+    from attention_course import pretrained
+
+    return pretrained.load()
+
+
+class ForwardOnce:
+    """The model with each distinct forward pass computed once (a copy of the stored result each
+    time): for tests of what is drawn from its outputs, which build the same explorer in each
+    language and in more than one test. Everything else is the model's own."""
+
+    def __init__(self, model):
+        self._model, self._seen = model, {}
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, ids, **kwargs):
+        key = (tuple(int(i) for i in ids),
+               tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key not in self._seen:
+            self._seen[key] = self._model.forward(ids, **kwargs)
+        out = self._seen[key]
+        return tuple(a.copy() for a in out) if isinstance(out, tuple) else out.copy()
+
+
+@pytest.fixture(scope="session")
+def course_model_forward_once(course_model):
+    """:class:`ForwardOnce` around :func:`course_model`."""
+    return ForwardOnce(course_model)
