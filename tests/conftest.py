@@ -104,3 +104,17 @@ class ForwardOnce:
 def course_model_forward_once(course_model):
     """:class:`ForwardOnce` around :func:`course_model`."""
     return ForwardOnce(course_model)
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's --dist loadgroup (make test-fast, make test-pythons), the tests of a
+    module that share a module-scoped fixture (a loaded model, a built hand-out) run in one
+    worker, so the fixture is made once; every other test goes to whichever worker is free."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        if any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

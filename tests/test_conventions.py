@@ -216,7 +216,8 @@ weights_strategy = st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(0
     lambda t: softmax(np.random.default_rng(t[2]).normal(size=(t[0], t[1])) / t[3], axis=-1))
 
 
-@settings(max_examples=25, deadline=None)
+# The helpers fix the scale whatever the values: a few shapes and temperatures show it.
+@settings(max_examples=10, deadline=None)
 @given(weights=weights_strategy)
 def test_every_weight_heatmap_of_the_helpers_runs_0_to_1(weights):
     ax = plots.heatmap(weights)
