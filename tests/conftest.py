@@ -116,5 +116,11 @@ def pytest_collection_modifyitems(config, items):
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group"):
             continue
+        # The tests of one explorer class (both languages, every convention, its frames): what its
+        # default data costs (a training run, the real model) is paid once, in one worker.
+        cls = getattr(getattr(item, "callspec", None), "params", {}).get("cls")
+        if isinstance(cls, type) and cls.__module__.startswith("attention_course.widgets."):
+            item.add_marker(pytest.mark.xdist_group(f"explorer-{cls.__name__}"))
+            continue
         if any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
