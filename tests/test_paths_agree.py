@@ -230,3 +230,16 @@ def test_bool_and_additive_masks_of_the_same_blocks_agree(dtype):
     for out in outs[1:]:
         np.testing.assert_allclose(out[rows].astype(np.float64), outs[0][rows].astype(np.float64),
                                    rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("S", [0, 5])
+@pytest.mark.parametrize("mask", [np.array([[False]]), np.array([[True]]), np.zeros((1, 1), np.float32)])
+def test_a_mask_with_one_key_column_broadcasts_over_every_key(mask, S):
+    # The key axis of length 1 stretches over S keys, S = 0 included (a case hypothesis found).
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    k, v = rng.normal(size=(2, S, 4)).astype(np.float32), rng.normal(size=(2, S, 3)).astype(np.float32)
+    want = scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    for got in (fast_attention(q, k, v, attn_mask=mask, block_q=1, num_threads=2),
+                online_softmax_attention(q, k, v, attn_mask=mask, block_q=1, block_k=1)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -281,6 +281,9 @@ class _Job:
         # The mask, in one of four forms (see step 2 of the module's notes).
         self.bias = self.blocked = self.additive = self.keys = None
         self.shift_always = False                # a floating mask: scores have no bound
+        if mask is not None and mask.ndim and mask.shape[-1] != S:
+            # A key axis of 1 broadcasts over the S keys (S may be 0): a row that long from here on.
+            mask = np.broadcast_to(mask, mask.shape[:-1] + (S,))
         if mask is not None and (mask.ndim < 2 or mask.shape[-2] == 1):
             if math.prod(mask.shape[:-2]) == 1:  # one padding row for every head
                 self._drop_keys(mask.reshape(-1))
