@@ -118,7 +118,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "cost.attention_flops", "cost.attention_memory_bytes", "cost.max_length_for_memory",
     "cost.recurrent_flops", "cost.layer_complexity", "cost.windowed_pairs",
     "cost.windowed_attention_flops", "cost.windowed_attention_memory_bytes",
-    "cost.chunked_attention_memory_bytes",
+    "cost.chunked_attention_memory_bytes", "cost.stored_bench", "cost.StoredBench",
     "examples.toy_embeddings", "examples.meaning_embeddings",
     "head_patterns.hand_made_embeddings", "head_patterns.head_gain", "head_patterns.hand_set_heads",
     "head_patterns.layer_patterns",
