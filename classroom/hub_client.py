@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -35,6 +36,7 @@ import websocket
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENV = Path(os.environ.get("PREFIX", "/opt/attention-classroom")) / "venv"
+RECV_WAKE = 10.0   # seconds a kernel channel may stay silent before the client asks after the kernel
 
 
 def free_port() -> int:
@@ -139,6 +141,14 @@ class Hub:
         except OSError:
             return ""
 
+    def log_lines(self, pattern: str, n: int = 40) -> list[str]:
+        """The last ``n`` lines of the hub's log (the servers' too) that match ``pattern``."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        return [line[:300] for line in lines if re.search(pattern, line)][-n:]
+
     def stop(self) -> None:
         """Stop the hub (it stops the servers and the proxy it started), then whatever is left."""
         if self.proc is not None and self.proc.poll() is None:
@@ -170,6 +180,10 @@ class Hub:
         return self.admin_password if name == self.instructor else self.student_password
 
 
+class _NotStarted(Exception):
+    """The kernel went away before it began on the code sent (the cause is chained)."""
+
+
 class Learner:
     """One user logged in through the hub's form, with a token of their own."""
 
@@ -180,6 +194,7 @@ class Learner:
         self.kernel_id: str | None = None
         self._ws: websocket.WebSocket | None = None
         self._used = 0.0   # when the kernel channel last carried a message
+        self.kernel_losses: list[str] = []
 
     # --- the hub -----------------------------------------------------------------------------
     def login(self, password: str | None = None) -> requests.Response:
@@ -236,37 +251,84 @@ class Learner:
         self._connect()
         return self.kernel_id
 
+    def _kernel_known(self) -> bool:
+        """Whether this user's server still has the kernel (False once it answers 404)."""
+        r = requests.get(self.server_url(f"api/kernels/{self.kernel_id}"), headers=self.auth, timeout=60)
+        return r.status_code != 404
+
     def _connect(self) -> None:
         ws_url = self.server_url(f"api/kernels/{self.kernel_id}/channels").replace("http://", "ws://")
+        # recv wakes every RECV_WAKE s to see whether the kernel is still there (``run``)
         self._ws = websocket.create_connection(ws_url, header=[f"Authorization: token {self.token}"],
                                                timeout=300)
+        self._ws.settimeout(RECV_WAKE)
         self._used = time.monotonic()
 
     def run(self, code: str, timeout: float = 300) -> tuple[str, str | None]:
-        """Execute ``code`` in this user's kernel; return (stdout + stderr, error text or None)."""
-        if self._ws is None:
-            self.start_kernel()
-        elif time.monotonic() - self._used > 20:
-            # The server pings an open channel and closes it when no pong comes; this client answers
-            # pings only while it reads. After a pause, a new connection to the same kernel.
+        """Execute ``code`` in this user's kernel; return (stdout + stderr, error text or None).
+
+        If the kernel is gone before it began on ``code`` (its channel closed, or the server no
+        longer knows it: the server removes a kernel that died and could not be restarted), the
+        code runs once in a new kernel, as a learner would restart one in JupyterLab; the loss is
+        kept in ``kernel_losses`` for the test to report. Code the kernel had begun is never rerun.
+        """
+        try:
+            return self._run_once(code, timeout)
+        except _NotStarted as lost:
+            self.kernel_losses.append(f"{self.name}: kernel {self.kernel_id} lost before it ran the"
+                                      f" code ({lost.__cause__!r}); a new kernel ran it")
             self.close()
-            self._connect()
+            self.kernel_id = None
+            return self._run_once(code, timeout)
+
+    def _run_once(self, code: str, timeout: float) -> tuple[str, str | None]:
+        try:
+            if self._ws is None:
+                if self.kernel_id is None:
+                    self.start_kernel()
+                else:
+                    self._connect()
+            elif time.monotonic() - self._used > 20:
+                # The server pings an open channel and closes it when no pong comes; this client
+                # answers pings only while it reads. After a pause, a new connection to the kernel.
+                self.close()
+                self._connect()
+        except websocket.WebSocketBadStatusException as e:
+            if e.status_code == 404:
+                raise _NotStarted() from e
+            raise
         msg_id = uuid.uuid4().hex
-        self._ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "username": self.name, "session": uuid.uuid4().hex,
-                       "msg_type": "execute_request", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
-        out, error, replied, idle = [], None, False, False
+        try:
+            self._ws.send(json.dumps({
+                "header": {"msg_id": msg_id, "username": self.name, "session": uuid.uuid4().hex,
+                           "msg_type": "execute_request", "version": "5.3"},
+                "parent_header": {}, "metadata": {}, "channel": "shell",
+                "content": {"code": code, "silent": False, "store_history": False,
+                            "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
+        except (websocket.WebSocketConnectionClosedException, OSError) as e:
+            if self._kernel_known():
+                raise
+            raise _NotStarted() from e
+        out, error, replied, idle, began = [], None, False, False, False
         t0 = time.monotonic()
         while not (replied and idle):
             if time.monotonic() - t0 > timeout:
                 raise TimeoutError(f"{self.name}: no reply after {timeout} s; output so far: {''.join(out)}")
-            msg = json.loads(self._ws.recv())
+            try:
+                msg = json.loads(self._ws.recv())
+            except websocket.WebSocketTimeoutException as e:
+                # A channel to a kernel that was removed may stay open, silent: ask the server.
+                if not began and not self._kernel_known():
+                    raise _NotStarted() from e
+                continue
+            except websocket.WebSocketConnectionClosedException as e:
+                if began or self._kernel_known():
+                    raise   # it may have begun, or may still run: never run it twice
+                raise _NotStarted() from e
             self._used = time.monotonic()
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
+            began = True
             kind, content = msg["msg_type"], msg["content"]
             if kind == "stream":
                 out.append(content["text"])

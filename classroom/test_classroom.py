@@ -55,6 +55,8 @@ import time
 import traceback
 from pathlib import Path
 
+import requests
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hub_client import HERE, ROOT, VENV, Hub, Learner, Users, new_prefix, parallel, require_root  # noqa: E402
@@ -63,6 +65,8 @@ COURSE_ID = "attention_course"
 MARKER = ".made-by-test-classroom"
 CLONE_NAME = "attention-course"   # where the classroom's nbgrader settings look for the instructor's clone
 
+# What a single-user server logs when a kernel dies, restarts or fails to start.
+KERNEL_LOG = r"(?i)died|restart|KernelRestarter|Traceback|Error|kernel_info|alive"
 RESULTS: list[tuple[bool, str]] = []
 SKIPPED: list[str] = []
 STAGES: list[tuple[str, float]] = []
@@ -373,6 +377,17 @@ def main() -> int:
             check(all(not isinstance(r, Exception) and r[0].strip() == n
                       for n, r in zip(everyone, whoami, strict=True)),
                   "each server's kernel runs as its own Unix user", str(whoami))
+            # The client's one retry, tried for real: a kernel shut down under a learner (as one that
+            # died and could not be restarted is) is replaced, the code runs once, the loss is kept.
+            lost = learners[student["blank"]]
+            gone = lost.kernel_id
+            requests.delete(lost.server_url(f"api/kernels/{gone}"), headers=lost.auth, timeout=60)
+            again = lost.run("import getpass; print(getpass.getuser())")
+            check(again[0].strip() == lost.name and lost.kernel_id != gone
+                  and len(lost.kernel_losses) == 1 and gone in lost.kernel_losses[0],
+                  "a kernel shut down under a student is replaced by a new one, which runs the code once",
+                  f"{again} {lost.kernel_losses}")
+            lost.kernel_losses.clear()   # planted: only the losses nobody planted are reported
             which = subprocess.run(["runuser", "-l", student["blank"], "-c", "command -v nbgrader alembic"],
                                    capture_output=True, text=True)
             check(which.returncode == 0 and len(which.stdout.split()) == 2,
@@ -697,6 +712,13 @@ def main() -> int:
                     pass
         for learner in learners.values():
             learner.close()
+        losses = [loss for learner in learners.values() for loss in learner.kernel_losses]
+        if (losses or not all(ok for ok, _ in RESULTS)) and hub is not None:
+            # A lost kernel is not a failure of the course (the code then ran in a new one, and its
+            # checks held), but worth a look; so is what the servers logged of kernels on a failure.
+            if losses:
+                print("NOTE  kernels lost and replaced:\n      " + "\n      ".join(losses))
+            print("      the servers' log on kernels:\n      " + "\n      ".join(hub.log_lines(KERNEL_LOG)))
         if hub is not None:
             hub.stop()
         users.remove()
