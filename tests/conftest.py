@@ -13,6 +13,18 @@ import matplotlib.font_manager  # noqa: E402,F401
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
+# pytest -n 2 (every make target) runs two test processes on two cores: with a BLAS of two threads
+# in each, four threads share two cores, and OpenBLAS's threads spin while they wait for each
+# other (the unit tier took about 10 % longer so). One BLAS thread per test process; the programs a
+# test starts inherit it. The course's own thread pools (fast_attention's num_threads) are threads
+# of their own and still run as many as they are asked for.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+    import numpy  # noqa: E402,F401  (its BLAS loaded, for the limit below to reach it)
+    from threadpoolctl import threadpool_limits  # noqa: E402
+
+    threadpool_limits(limits=1, user_api="blas")
+
 # The tiers. A unit test (no marker) runs in the test's process alone: no subprocess, hence no
 # nbgrader, no notebook kernel, no pip. A test that needs one is marked slow (it only takes long)
 # or integration (it drives the course's tools end to end); make test-fast deselects both.

@@ -28,6 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib import pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
 import attention_course.widgets as widgets_pkg
@@ -141,16 +142,34 @@ def settings_of(explorer, n: int = 3):
             yield from ({name: v} for v in (c.min, c.max))
 
 
+def figures_over_settings(explorer, n: int = 3):
+    """The explorer's figure at each of ``settings_of``, as the live widget keeps it: built once per
+    layout, then updated (no drawing; a test reads it before the next setting changes it)."""
+    built: dict = {}
+    for setting in settings_of(explorer, n):
+        for name, value in setting.items():
+            explorer.controls[name].value = value
+        if explorer._legacy:            # an explorer that only draws whole figures
+            fig = explorer.figure()
+            yield fig
+            plt.close(fig)
+            continue
+        data = explorer.data            # what the controls' observer computed for these values
+        key = explorer.layout_key(data)
+        if key not in built:
+            fig = Figure(figsize=explorer.figsize, dpi=explorer.dpi)
+            built[key] = fig, explorer.build(fig, data)
+        fig, art = built[key]
+        explorer.update(art, data)
+        yield fig
+
+
 @pytest.mark.parametrize("cls, lang", list(course_explorers("one_based")))
 def test_widget_labels_count_from_zero(cls, lang, request):
     explorer = build(cls, lang, request)
     found = one_based_labels(" | ".join(control_labels(explorer)))
-    for setting in settings_of(explorer):
-        for name, value in setting.items():
-            explorer.controls[name].value = value
-        fig = explorer.figure()
+    for fig in figures_over_settings(explorer):
         found += one_based_labels(" | ".join(figure_texts(fig)))
-        plt.close(fig)
     assert not found, f"1-based labels: {sorted(set(found))}"
 
 
@@ -241,13 +260,9 @@ def test_the_weight_scale_check_catches_a_stretched_scale():
 @pytest.mark.parametrize("cls, lang", list(course_explorers("weight_range")))
 def test_every_widget_heatmap_runs_0_to_1_or_says_what_it_shows(cls, lang, request):
     explorer = build(cls, lang, request)
-    for setting in settings_of(explorer, n=2):
-        for name, value in setting.items():
-            explorer.controls[name].value = value
-        fig = explorer.figure()
+    for fig in figures_over_settings(explorer, n=2):
         for im in weight_images(fig):
             assert_on_the_weight_scale(im, f"{cls.__name__} at {explorer.values()}")
-        plt.close(fig)
 
 
 HEATMAP_CALLS = {"heatmap", "heatmaps"}
