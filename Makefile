@@ -51,7 +51,7 @@ lab: $(LEARNER_STAMP)
 ##   grading, hand-out, a fresh venv), and nbval on every notebook.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
-	$(PY) -m pytest -n 2 --dist loadfile tests src
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests src
 	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
@@ -121,9 +121,10 @@ reference: $(DEV_STAMP)
 	$(PY) tests/reference/make_pretrained_reference.py
 
 ## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
-##   it also rewrites the screenshots figures/screenshot_*.png.
+##   it also rewrites the screenshots figures/screenshot_*.png. Two workers, each with its own
+##   JupyterLab and Chromium, share the notebooks (most of a run is waiting for the page).
 test-browser: $(DEV_STAMP)
-	$(PY) -m pytest tests/browser -m browser -p no:xdist
+	$(PY) -m pytest tests/browser -m browser -n 2
 
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
 ##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and

@@ -118,10 +118,23 @@ def course_model_forward_once(course_model):
     return ForwardOnce(course_model)
 
 
+# The modules that take longest (each minutes of subprocesses on 2 cores), longest first. make test
+# hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder):
+# started first, they run beside the many short files instead of after them, at the end, alone.
+LONGEST_FIRST = ("test_term_route.py", "test_handout.py", "test_grading.py", "test_packaging.py",
+                 "test_student_build.py", "test_fetched_anywhere.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist's --dist loadgroup (make test-fast, make test-pythons), the tests of a
-    module that share a module-scoped fixture (a loaded model, a built hand-out) run in one
-    worker, so the fixture is made once; every other test goes to whichever worker is free."""
+    """The longest modules first (LONGEST_FIRST). With pytest-xdist's --dist loadgroup (make
+    test-fast, make test-pythons), the tests of a module that share a module-scoped fixture (a
+    loaded model, a built hand-out) run in one worker, so the fixture is made once; every other
+    test goes to whichever worker is free."""
+    def rank(item) -> int:
+        name = Path(str(item.fspath)).name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)       # stable: each module keeps its own order
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:

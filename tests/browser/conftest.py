@@ -12,6 +12,7 @@ the course's notebooks (handy while writing a new notebook).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from labdriver import (
     FIGURES,
     VIEWPORT,
     LabServer,
+    NotebookRun,
     in_ci,
     notebooks_dir,
 )
@@ -120,6 +122,8 @@ def page(browser_context, lab):
 
 
 # -- what the runs did, printed at the end ---------------------------------------------------
+# make test-browser runs two pytest-xdist workers, each with its own JupyterLab and Chromium; a
+# worker hands its runs to the controller, which prints them all in the notebooks' order.
 RUNS: list = []
 
 
@@ -128,12 +132,28 @@ def record_run():
     return RUNS.append
 
 
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["browser_runs"] = [dataclasses.asdict(run) for run in RUNS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    RUNS.extend(NotebookRun(**run) for run in getattr(node, "workeroutput", {}).get("browser_runs", []))
+
+
+def run_order(run) -> tuple:
+    lang = run.path.split("/", 1)[0]
+    return ({"zh": 0, "en": 1}.get(lang, 2), run.path)
+
+
 def pytest_terminal_summary(terminalreporter):
     if not RUNS:
         return
     tr = terminalreporter
     tr.section("browser test: time per notebook and the controls moved")
-    for run in RUNS:
+    for run in sorted(RUNS, key=run_order):
         parts = ", ".join(f"{k} {v:.1f}" for k, v in run.seconds.items())
         tr.write_line(f"{run.path}: {run.total:.1f} s ({parts}); "
                       f"{run.widgets} widget(s), {len(run.moved)} control(s) moved")

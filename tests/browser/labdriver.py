@@ -562,7 +562,7 @@ def drag_slider(page, control: dict) -> str:
     return f"dragged ({was} -> {slider_readout(page, control)})"
 
 
-def wait_settled(page, widget_id: str, quiet_ms: int = 1000, timeout_ms: int = 60_000) -> str:
+def wait_settled(page, widget_id: str, quiet_ms: int = 500, timeout_ms: int = 60_000) -> str:
     """Wait until the kernel is idle and the widget's pictures stay put for ``quiet_ms``."""
     deadline = time.monotonic() + timeout_ms / 1000
     last = None
