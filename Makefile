@@ -20,6 +20,9 @@ UNIT := -m "not slow and not integration and not browser"
 # (nbval took 157 s so, 92 s with one thread each; the outputs are the same). tests/conftest.py
 # does the same for pytest's own workers.
 ONE_BLAS := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# Where PYTHONDONTWRITEBYTECODE is set, every test process compiled the course and rewrote every
+# test module again (6 s more to collect the tests, in each pytest worker): Python's own default.
+unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lab test test-fast test-pythons test-notebooks test-browser notebooks student \

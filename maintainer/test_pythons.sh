@@ -16,6 +16,7 @@
 # Under CI (CI=true) a missing one fails the run; elsewhere it is skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+unset PYTHONDONTWRITEBYTECODE   # as in the Makefile: compiled test modules are kept between runs
 tested_in=""
 if [ "${1:-}" = "--tested-in" ]; then
     tested_in="$2"
