@@ -30,7 +30,7 @@ _TEXT = {
         "sentence": "sentence", "text": "free text", "layer": "layer", "head": "head",
         "free": "(free text)", "query": "query (position, from 0)", "key": "key",
         "map": "head {layer}.{head} (layer.head, from 0): attention weights",
-        "grid": "mean weight on the previous token, every head", "grid_x": "head",
+        "grid": "mean weight on the previous token", "grid_x": "head",
         "grid_y": "layer", "repeat": "random tokens repeated (2 × 12)",
     },
 }
