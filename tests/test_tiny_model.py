@@ -10,7 +10,7 @@ import pytest
 from attention_course import checks, tasks
 from attention_course.gradcheck import numerical_gradient, relative_error
 from attention_course.progress import ProgressLine
-from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, train
+from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, repeat_model, train, train_many
 
 
 def grad_errors(model, batch):
@@ -349,3 +349,57 @@ def test_a_model_of_another_class_keeps_its_own_arrays_while_it_trains():
     assert all(model.seen) and all(model.params[n] is original[n] for n in original)
     assert np.array_equal(run.loss, reference)
     assert all(np.array_equal(model.params[n], ref_params[n]) for n in original)
+
+
+# --- train_many: independent runs side by side ------------------------------------------------
+def repeat_jobs():
+    make = partial(tasks.repeat_batch, batch_size=4, length=20)
+    return {(kind, seed): dict(model=repeat_model(kind, seed), make_batch=make, steps=6, lr=1e-2,
+                               seed=seed, eval_batch=tasks.repeat_batch(1, 8, length=20),
+                               n_checkpoints=3)
+            for kind in ("2 layers", "1 layer") for seed in (0, 1)}
+
+
+def assert_same_run(got, want):
+    for name in ("loss", "checkpoint_steps", "accuracy", "maps"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    for name, value in want.model.params.items():
+        np.testing.assert_array_equal(got.model.params[name], value, err_msg=name)
+
+
+def assert_train_many_is_train(processes):
+    jobs = repeat_jobs()
+    before = {key: {n: v.copy() for n, v in job["model"].params.items()} for key, job in jobs.items()}
+    runs = train_many(jobs, processes=processes)
+    assert list(runs) == list(jobs)
+    for key, job in jobs.items():
+        for name, value in before[key].items():       # the models handed in stay untrained
+            np.testing.assert_array_equal(job["model"].params[name], value)
+        alone = train(repeat_model(*key), job["make_batch"], job["steps"], lr=job["lr"],
+                      seed=job["seed"], eval_batch=job["eval_batch"], n_checkpoints=3)
+        assert_same_run(runs[key], alone)
+    # a run must not be another job's: the seeds and the models differ
+    assert not np.array_equal(runs["2 layers", 0].loss, runs["2 layers", 1].loss)
+
+
+def test_train_many_in_this_process_is_train_bit_for_bit():
+    assert_train_many_is_train(processes=1)
+
+
+@pytest.mark.slow     # worker processes
+def test_train_many_in_worker_processes_is_train_bit_for_bit():
+    assert_train_many_is_train(processes=2)
+    assert_train_many_is_train(processes=2)      # the kept workers, a second time
+
+
+@pytest.mark.parametrize(("jobs", "processes", "words"), [
+    ({}, None, "jobs must be a non-empty mapping"),
+    ([1, 2], None, "jobs must be a non-empty mapping"),
+    ({"a": {"model": 1}}, None, "jobs['a'] must be a dict with model, make_batch and steps"),
+    ({"a": {"model": 1, "make_batch": 2, "steps": 3, "progress": True}}, None, "no screen"),
+    ({"a": {"model": 1, "make_batch": 2, "steps": 3}}, 0, "processes must be an int >= 1"),
+    ({"a": {"model": 1, "make_batch": 2, "steps": 3}}, 1.5, "processes must be an int >= 1"),
+])
+def test_train_many_names_what_is_wrong(jobs, processes, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        train_many(jobs, processes=processes)

@@ -18,7 +18,8 @@ build notebook 08's models, each pair of the same size.
 
 :func:`train` runs Adam on fresh seeded batches and records the loss at every step and, at a few
 checkpoints, the accuracy and the attention weights on a fixed probe example: the data behind
-notebook 07's checkpoint slider.
+notebook 07's checkpoint slider. :func:`train_many` runs independent trainings side by side, one
+worker process per core (notebook 08's seeds).
 
 Everything is float32 (the activations stay float32: scales are Python floats, never NumPy
 float64 scalars, which would promote the arrays).
@@ -31,9 +32,13 @@ transposes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import multiprocessing
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +51,8 @@ from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
 from .tasks import LibraryBatch, SequenceBatch
 
-__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "two_token_model"]
+__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "train_many",
+           "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
 
@@ -584,6 +590,92 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     return TrainingRun(model=model, loss=losses, checkpoint_steps=checkpoints,
                        accuracy=np.array(accuracy), maps=np.stack(maps), seconds=seconds,
                        eval_batch=eval_batch)
+
+
+_pool: list = []     # [(processes, executor)]: made on first use, kept for the next call
+
+
+def _train_job(job: dict) -> TrainingRun:
+    return train(**job)
+
+
+def _ignore_interrupts() -> None:
+    # A kernel's Interrupt (and its shutdown) reaches its whole process group: the caller stops
+    # waiting and cancels the runs not yet started; a worker finishes the one it is on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
+    """Independent :func:`train` runs side by side, one worker process per core.
+
+    A run is a Python loop over small products, so one core does it no faster than one BLAS
+    thread does; independent runs (other seeds, other models) go faster side by side, each in a
+    process of its own.
+
+    Parameters
+    ----------
+    jobs : mapping of key to dict
+        Each value is ``train``'s arguments by name: ``model``, ``make_batch``, ``steps`` and
+        any of its keywords but ``progress`` (a worker process has no screen).
+    processes : int, optional
+        How many worker processes (default: one per available core, at most one per job).
+        ``1`` runs the jobs here, one after another. The workers are started once and kept
+        for the next call with as many.
+
+    Returns
+    -------
+    dict of key to TrainingRun
+        In the order of ``jobs``; each run equals bit for bit what ``train`` gives with the
+        same arguments (each is seeded by its own). The models in ``jobs`` stay untrained:
+        each run's ``model`` is a trained copy.
+
+    Examples
+    --------
+    >>> from functools import partial
+    >>> from attention_course.tasks import library_batch
+    >>> jobs = {seed: dict(model=LibraryModel(seed=seed), make_batch=partial(library_batch,
+    ...         batch_size=8), steps=3, seed=seed, n_checkpoints=2) for seed in (0, 1)}
+    >>> runs = train_many(jobs, processes=1)
+    >>> list(runs), runs[1].steps
+    ([0, 1], 3)
+    """
+    if not isinstance(jobs, Mapping) or not jobs:
+        raise ValueError(f"jobs must be a non-empty mapping of key to train's arguments; got "
+                         f"{type(jobs).__name__} {jobs!r:.80}")
+    for key, job in jobs.items():
+        if not isinstance(job, Mapping) or not {"model", "make_batch", "steps"} <= set(job):
+            raise ValueError(f"jobs[{key!r}] must be a dict with model, make_batch and steps "
+                             f"(train's arguments by name); got {job!r:.120}")
+        if job.get("progress"):
+            raise ValueError(f"jobs[{key!r}] asks for progress=...: a worker process has no "
+                             "screen to show it on; leave it out")
+    if processes is None:
+        from .thread_pool import available_cpus
+
+        processes = available_cpus()
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be an int >= 1 or None; got {processes!r}")
+    processes = min(processes, len(jobs))
+    # A copy of each model, also here: the result does not depend on the number of processes.
+    work = {key: dict(job, model=copy.deepcopy(job["model"])) for key, job in jobs.items()}
+    if processes == 1:
+        return {key: _train_job(job) for key, job in work.items()}
+    if not _pool or _pool[0][0] != processes:
+        while _pool:
+            _pool.pop()[1].shutdown()
+        # spawn: the same on Linux, macOS and Windows, and no fork of a kernel's threads
+        _pool.append((processes, ProcessPoolExecutor(
+            max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_interrupts)))
+    # the longest runs first (by steps): the last one to start is then a short one
+    longest_first = sorted(work, key=lambda key: -int(work[key]["steps"]))
+    futures = {key: _pool[0][1].submit(_train_job, work[key]) for key in longest_first}
+    try:
+        return {key: futures[key].result() for key in work}
+    except BaseException:          # an Interrupt, or a run that failed: the rest is not waited for
+        for future in futures.values():
+            future.cancel()
+        raise
 
 
 def repeat_model(kind: str, seed: int = 0) -> AttentionOnlyModel:

@@ -128,7 +128,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "tasks.LibraryBatch", "tasks.SequenceBatch", "tasks.library_batch", "tasks.previous_token_batch",
     "tasks.previous_two_batch", "tasks.repeat_batch", "tasks.first_and_previous_batch",
     "tiny_model.LibraryModel", "tiny_model.AttentionOnlyModel", "tiny_model.TrainingRun",
-    "tiny_model.train", "tiny_model.repeat_model", "tiny_model.two_token_model",
+    "tiny_model.train", "tiny_model.train_many", "tiny_model.repeat_model", "tiny_model.two_token_model",
     "pretrained.Config", "pretrained.load", "pretrained.default_model_path",
     "pretrained.repeated_random_tokens", "pretrained.token_losses",
     "gguf_file.GGUFError", "gguf_file.GGUFFile", "gguf_file.TensorInfo", "gguf_file.read_gguf",
