@@ -566,7 +566,6 @@ def main() -> int:
         # --- week 2: the instructor grades in the formgrader, through the hub -------------------
         with Stage("week 2: the formgrader (pages and API through the hub)"):
             def fg(method, path, **kw):
-                import requests
                 return requests.request(method, instr.server_url("formgrader/" + path), headers=instr.auth,
                                         timeout=900, allow_redirects=False, **kw)
 
@@ -748,7 +747,6 @@ def main() -> int:
 
 
 def requests_get(url, **kw):
-    import requests
     return requests.get(url, timeout=60, allow_redirects=False, **kw)
 
 

@@ -118,6 +118,21 @@ def course_model_forward_once(course_model):
     return ForwardOnce(course_model)
 
 
+@pytest.fixture
+def explorer_kwargs(request):
+    """``explorer_kwargs(cls)``: what a test passes to a course explorer besides ``lang``: no
+    throttling (``rate``), and the real model loaded once, each forward pass run once (``model``)."""
+    def kwargs_for(cls) -> dict:
+        import inspect
+
+        parameters = inspect.signature(cls).parameters
+        kwargs = {"rate": 1e10} if "rate" in parameters else {}
+        if "model" in parameters:
+            kwargs["model"] = request.getfixturevalue("course_model_forward_once")
+        return kwargs
+    return kwargs_for
+
+
 # The modules that take longest (each minutes of subprocesses on 2 cores), longest first. make test
 # hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder):
 # started first, they run beside the many short files instead of after them, at the end, alone.

@@ -104,16 +104,10 @@ _BUILT: dict = {}
 
 
 def build(cls, lang, request):
-    """One explorer per class and language in a test process, shared by the tests below. The
-    real model's explorer gets the model loaded once, each of its forward passes run once."""
+    """One explorer per class and language in a test process, shared by the tests below, made
+    with the test arguments of every explorer test (``explorer_kwargs`` in conftest.py)."""
     if (cls, lang) not in _BUILT:
-        kwargs = {"lang": lang}
-        parameters = inspect.signature(cls).parameters
-        if "rate" in parameters:
-            kwargs["rate"] = 1e10
-        if "model" in parameters:
-            kwargs["model"] = request.getfixturevalue("course_model_forward_once")
-        _BUILT[cls, lang] = cls(**kwargs)
+        _BUILT[cls, lang] = cls(lang=lang, **request.getfixturevalue("explorer_kwargs")(cls))
     return _BUILT[cls, lang]
 
 

@@ -235,15 +235,11 @@ def new_style_explorers():
 
 
 @pytest.mark.parametrize("cls", list(new_style_explorers()))
-def test_every_explorers_frames_are_its_static_figure(cls, request):
+def test_every_explorers_frames_are_its_static_figure(cls, explorer_kwargs):
     # Built once, then stepped through its first control: every frame must be what a full draw
     # of the same values gives (the blitting leaves nothing stale, hides nothing, misplaces no
     # text), up to the rounding of blended glyph edges.
-    parameters = inspect.signature(cls).parameters
-    kwargs = {"rate": 1e10} if "rate" in parameters else {}
-    if "model" in parameters:       # the real model, loaded once, each forward pass run once
-        kwargs["model"] = request.getfixturevalue("course_model_forward_once")
-    e = shown(cls(lang="zh", **kwargs))
+    e = shown(cls(lang="zh", **explorer_kwargs(cls)))
     name, control = next(iter(e.controls.items()))
     options = getattr(control, "options", None)
     if options:

@@ -608,9 +608,9 @@ def _ignore_interrupts() -> None:
 def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
     """Independent :func:`train` runs side by side, one worker process per core.
 
-    A run is a Python loop over small products, so one core does it no faster than one BLAS
-    thread does; independent runs (other seeds, other models) go faster side by side, each in a
-    process of its own.
+    A run is a Python loop over small products: a second BLAS thread does not make it faster,
+    but independent runs (other seeds, other models) can go side by side, each in a process of
+    its own.
 
     Parameters
     ----------
