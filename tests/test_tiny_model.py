@@ -1,6 +1,7 @@
 """The tiny models of notebooks 07 and 08: gradients equal finite differences, training is seeded
 and learns, heads can be read and silenced one by one."""
 
+import os
 import re
 from functools import partial
 
@@ -390,6 +391,37 @@ def test_train_many_in_this_process_is_train_bit_for_bit():
 def test_train_many_in_worker_processes_is_train_bit_for_bit():
     assert_train_many_is_train(processes=2)
     assert_train_many_is_train(processes=2)      # the kept workers, a second time
+
+
+@pytest.mark.slow     # worker processes
+def test_a_failed_run_raises_here_and_the_next_call_starts_new_workers():
+    from attention_course import tiny_model
+
+    runs = train_many(repeat_jobs(), processes=2)
+    workers = tiny_model._pool[0].workers
+    bad = dict(repeat_jobs())
+    bad["2 layers", 1] = dict(bad["2 layers", 1], make_batch=partial(tasks.repeat_batch,
+                                                                     batch_size=-1))
+    with pytest.raises(ValueError, match="batch_size must be"):   # raised in a worker, seen here
+        train_many(bad, processes=2)
+    assert all(w.poll() is not None for w in workers)          # ended, not left running
+    again = train_many(repeat_jobs(), processes=2)
+    assert tiny_model._pool[0].workers != workers
+    assert_same_run(again["1 layer", 1], runs["1 layer", 1])
+
+
+@pytest.mark.slow     # worker processes
+@pytest.mark.skipif(not hasattr(os, "getpgid"), reason="process groups are POSIX")
+def test_workers_are_outside_the_process_group_a_kernel_ends_at_shutdown():
+    # ipykernel's shutdown signals the children in its own process group and waits until none
+    # is left; a child that ignores SIGTERM (multiprocessing's resource tracker does) held it
+    # for seconds
+    psutil = pytest.importorskip("psutil")
+    train_many(repeat_jobs(), processes=2)
+    mine = os.getpgrp()
+    children = psutil.Process().children(recursive=True)
+    assert len(children) >= 2
+    assert [c.pid for c in children if os.getpgid(c.pid) == mine] == []
 
 
 @pytest.mark.parametrize(("jobs", "processes", "words"), [

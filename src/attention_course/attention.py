@@ -18,7 +18,7 @@ from ._validate import (
     nonnegative_int,
     resolve_scale,
 )
-from .softmax import softmax
+from .softmax import _softmax_scores
 
 
 def causal_mask(L: int, S: int | None = None) -> np.ndarray:
@@ -209,23 +209,32 @@ def scaled_dot_product_attention(
     return out
 
 
-def _attend(q, k, v, mask, scale: float, normalise=softmax):
+def _attend(q, k, v, mask, scale: float, normalise=_softmax_scores):
     """The arithmetic of :func:`scaled_dot_product_attention` on inputs it has checked.
 
     ``q, k, v`` share one float32/float64 dtype; ``mask`` is None, boolean or floating in that
-    dtype; ``scale`` a Python float. ``normalise`` is the row softmax: :func:`softmax` (which
-    checks the scores) here, :func:`attention_course.softmax._softmax_rows` in the training
-    loop of :mod:`attention_course.backprop`, which made the inputs itself.
+    dtype; ``scale`` a Python float. ``normalise`` is the row softmax, which may write over the
+    scores it is given: :func:`softmax`'s check and arithmetic here,
+    :func:`attention_course.softmax._softmax_rows` alone in the training loop of
+    :mod:`attention_course.backprop`, which made the inputs itself.
 
     Returns
     -------
     out : ndarray, shape (..., L, Ev)
     weights : ndarray, shape (..., L, S)
     """
-    scores = (q @ np.swapaxes(k, -1, -2)) * q.dtype.type(scale)       # (..., L, S)
+    scores = q @ np.swapaxes(k, -1, -2)                               # (..., L, S)
+    # scores is a new array: scaled, masked and normalised where it lies, one pass each
+    scores *= q.dtype.type(scale)
     if mask is not None:
+        fits = np.broadcast_shapes(scores.shape, mask.shape) == scores.shape
         if mask.dtype == np.bool_:
-            scores = np.where(mask, scores, -np.inf)
+            if fits:
+                np.copyto(scores, -np.inf, where=~mask)
+            else:                                  # the mask has batch axes that q, k lack
+                scores = np.where(mask, scores, -np.inf)
+        elif fits:
+            scores += mask
         else:
             scores = scores + mask
     weights = normalise(scores, axis=-1)                              # (..., L, S)

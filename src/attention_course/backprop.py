@@ -861,7 +861,7 @@ def _attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=N
     mask = _causal(L, S) if is_causal else attn_mask
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     # Causal or unmasked, every query sees at least one key: no row is all -inf.
-    normalise = partial(_softmax_rows, open_rows=True) if mask is None or is_causal else _softmax_rows
+    normalise = partial(_softmax_rows, open_rows=mask is None or is_causal, inplace=True)
     out, weights = _attend(q, k, v, mask, scale, normalise=normalise)
     return out, weights, _attention_cache(q, k, v, weights, out.shape, scale)
 

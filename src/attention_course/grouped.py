@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import as_float_array, linear, positive_int
-from .attention import scaled_dot_product_attention
+from .attention import causal_mask, scaled_dot_product_attention
 from .multihead import MultiHeadAttention, check_layer_inputs, merge_heads, split_heads
 
 __all__ = ["GroupedQueryAttention", "grouped_query_attention", "repeat_kv"]
@@ -121,6 +121,19 @@ def grouped_query_attention(q, k, v, attn_mask=None, is_causal: bool = False,
             f"got k {k.shape} and v {v.shape}"
         )
     per_group = _group_sizes(H, G)
+    L, S = q.shape[-2], k.shape[-2]
+    if attn_mask is None:
+        # Each query row is scored on its own, so the H/G query heads of a group can be stacked
+        # as H/G·L rows against the group's keys: one matrix product per group, not per head.
+        rows = q.reshape(*q.shape[:-3], G, per_group * L, q.shape[-1])    # (..., G, H/G·L, d_k)
+        mask = np.tile(causal_mask(L, S), (per_group, 1)) if is_causal else None
+        result = scaled_dot_product_attention(rows, k, v, attn_mask=mask, scale=scale,
+                                              return_weights=return_weights)
+        if return_weights:
+            out, weights = result
+            return (out.reshape(*out.shape[:-3], H, L, out.shape[-1]),
+                    weights.reshape(*weights.shape[:-3], H, L, S))
+        return result.reshape(*result.shape[:-3], H, L, result.shape[-1])
     # (..., H, L, d_k) -> (..., G, H/G, L, d_k); keys get a size-1 axis and broadcast over it.
     q_grouped = q.reshape(*q.shape[:-3], G, per_group, *q.shape[-2:])
     result = scaled_dot_product_attention(

@@ -160,10 +160,17 @@ def _rotary_tables(positions: np.ndarray, D: int, base: float, dtype) -> tuple:
 
 def _rotate_pairs(x: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
     """The rotation of :func:`apply_rotary`, unchecked: x (..., L, D), c and s (L, D/2)."""
-    even, odd = x[..., 0::2], x[..., 1::2]                      # (..., L, D/2) each
+    # the pairs are taken apart once, so that the arithmetic runs on contiguous arrays
+    even = np.ascontiguousarray(x[..., 0::2])                   # (..., L, D/2)
+    odd = np.ascontiguousarray(x[..., 1::2])
     out = np.empty_like(x)
-    out[..., 0::2] = even * c - odd * s
-    out[..., 1::2] = even * s + odd * c
+    first = even * c
+    first -= odd * s
+    out[..., 0::2] = first                                      # even·cos − odd·sin
+    even *= s
+    odd *= c
+    even += odd
+    out[..., 1::2] = even                                       # even·sin + odd·cos
     return out
 
 

@@ -45,8 +45,7 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
            [0., 0.]])
     """
     x = as_float_array(x, "x", allow_nonfinite=True)
-    if not finite_assumed() and (np.isnan(x).any() or np.isposinf(x).any()):
-        raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
+    _check_scores(x)
     if not (np.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a positive finite number; got {temperature!r}")
     if x.size == 0:
@@ -57,7 +56,22 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
     return _softmax_rows(work, axis).astype(x.dtype, copy=False)
 
 
-def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False) -> np.ndarray:
+def _check_scores(x: np.ndarray) -> None:
+    if not finite_assumed() and (np.isnan(x).any() or np.isposinf(x).any()):
+        raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
+
+
+def _softmax_scores(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`softmax` of float32/float64 ``scores`` that the caller made and gives up: the
+    weights are written over them (the same numbers, without a new array per step)."""
+    _check_scores(scores)
+    if scores.size == 0:
+        return scores
+    return _softmax_rows(scores, axis, inplace=True)
+
+
+def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False,
+                  inplace: bool = False) -> np.ndarray:
     """The arithmetic of :func:`softmax` alone, for float32/float64 arrays already checked.
 
     :func:`softmax` checks its input and calls this; a training loop that made the scores itself
@@ -67,12 +81,20 @@ def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False) 
     nothing and are left out, and the result is the same bit for bit.
     """
     row_max = np.max(work, axis=axis, keepdims=True)
-    if open_rows:
-        e = np.exp(work - row_max)
-        e /= e.sum(axis=axis, keepdims=True)
-        return e
-    # An all -inf row has max -inf; shifting by 0 instead keeps exp(-inf) = 0 and avoids inf - inf.
-    row_max = np.where(np.isfinite(row_max), row_max, 0)
-    e = np.exp(work - row_max)
+    if not open_rows:
+        # An all -inf row has max -inf; shifting by 0 instead keeps exp(-inf) = 0 and avoids
+        # inf - inf.
+        row_max = np.where(np.isfinite(row_max), row_max, 0)
+    e = np.subtract(work, row_max, out=work if inplace else None)
+    np.exp(e, out=e)
     total = e.sum(axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    if open_rows:
+        e /= total
+        return e
+    has_weight = total > 0
+    if has_weight.all():
+        e /= total
+    else:
+        np.divide(e, total, out=e, where=has_weight)
+        np.copyto(e, 0, where=~has_weight)                     # a row that sees nothing: zeros
+    return e

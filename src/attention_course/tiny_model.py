@@ -34,11 +34,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import multiprocessing
-import signal
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +43,7 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from . import backprop as bp
 from ._validate import assume_finite
+from ._worker_pool import WorkerPool
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
@@ -592,17 +590,11 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
                        eval_batch=eval_batch)
 
 
-_pool: list = []     # [(processes, executor)]: made on first use, kept for the next call
+_pool: list = []     # [WorkerPool]: made on first use, kept for the next call
 
 
 def _train_job(job: dict) -> TrainingRun:
     return train(**job)
-
-
-def _ignore_interrupts() -> None:
-    # A kernel's Interrupt (and its shutdown) reaches its whole process group: the caller stops
-    # waiting and cancels the runs not yet started; a worker finishes the one it is on.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
@@ -620,7 +612,9 @@ def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
     processes : int, optional
         How many worker processes (default: one per available core, at most one per job).
         ``1`` runs the jobs here, one after another. The workers are started once and kept
-        for the next call with as many.
+        for the next call with as many; an Interrupt, or a run that fails, ends them (the
+        next call starts new ones). They ignore a kernel's Interrupt and its shutdown, and
+        end when this process does (see :mod:`attention_course._worker_pool`).
 
     Returns
     -------
@@ -660,22 +654,18 @@ def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
     work = {key: dict(job, model=copy.deepcopy(job["model"])) for key, job in jobs.items()}
     if processes == 1:
         return {key: _train_job(job) for key, job in work.items()}
-    if not _pool or _pool[0][0] != processes:
+    if not _pool or len(_pool[0].workers) != processes or not _pool[0].alive:
         while _pool:
-            _pool.pop()[1].shutdown()
-        # spawn: the same on Linux, macOS and Windows, and no fork of a kernel's threads
-        _pool.append((processes, ProcessPoolExecutor(
-            max_workers=processes, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_ignore_interrupts)))
+            _pool.pop().close()
+        _pool.append(WorkerPool(processes))
     # the longest runs first (by steps): the last one to start is then a short one
     longest_first = sorted(work, key=lambda key: -int(work[key]["steps"]))
-    futures = {key: _pool[0][1].submit(_train_job, work[key]) for key in longest_first}
     try:
-        return {key: futures[key].result() for key in work}
-    except BaseException:          # an Interrupt, or a run that failed: the rest is not waited for
-        for future in futures.values():
-            future.cancel()
+        runs = _pool[0].run(_train_job, {key: (work[key],) for key in longest_first})
+    except BaseException:          # an Interrupt, or a run that failed: those workers are gone
+        _pool.clear()
         raise
+    return {key: runs[key] for key in work}
 
 
 def repeat_model(kind: str, seed: int = 0) -> AttentionOnlyModel:
