@@ -57,30 +57,39 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
 
 
 def _check_scores(x: np.ndarray) -> None:
-    if not finite_assumed() and (np.isnan(x).any() or np.isposinf(x).any()):
+    if x.size and not finite_assumed():
+        _refuse_nan_and_inf(np.max(x))
+
+
+def _refuse_nan_and_inf(top) -> None:
+    # np.max passes NaN on, so one maximum answers both questions, with no table of booleans
+    if np.isnan(top) or top == np.inf:
         raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
 
 
 def _softmax_scores(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """:func:`softmax` of float32/float64 ``scores`` that the caller made and gives up: the
-    weights are written over them (the same numbers, without a new array per step)."""
-    _check_scores(scores)
+    weights are written over them, and the check is made on the row maxima the softmax needs
+    anyway. The same numbers as :func:`softmax`, with no other (..., L, S) array."""
     if scores.size == 0:
         return scores
-    return _softmax_rows(scores, axis, inplace=True)
+    return _softmax_rows(scores, axis, inplace=True, check=True)
 
 
 def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False,
-                  inplace: bool = False) -> np.ndarray:
+                  inplace: bool = False, check: bool = False) -> np.ndarray:
     """The arithmetic of :func:`softmax` alone, for float32/float64 arrays already checked.
 
     :func:`softmax` checks its input and calls this; a training loop that made the scores itself
     calls it directly (see :mod:`attention_course.backprop`), so both give the same numbers.
     ``open_rows=True`` promises that every row has a finite maximum (finite scores and at least
     one key allowed, as under a causal mask): then the two guards for all -inf rows change
-    nothing and are left out, and the result is the same bit for bit.
+    nothing and are left out, and the result is the same bit for bit. ``inplace=True`` writes
+    the weights over ``work``; ``check=True`` refuses NaN and +inf as :func:`softmax` does.
     """
     row_max = np.max(work, axis=axis, keepdims=True)
+    if check and not finite_assumed():
+        _refuse_nan_and_inf(np.max(row_max))
     if not open_rows:
         # An all -inf row has max -inf; shifting by 0 instead keeps exp(-inf) = 0 and avoids
         # inf - inf.
