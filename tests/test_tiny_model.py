@@ -411,6 +411,24 @@ def test_a_failed_run_raises_here_and_the_next_call_starts_new_workers():
 
 
 @pytest.mark.slow     # worker processes
+def test_started_workers_are_the_ones_train_many_uses():
+    from attention_course import tiny_model
+
+    tiny_model.start_workers(processes=2)
+    workers = tiny_model._pool[0].workers
+    runs = train_many(repeat_jobs(), processes=2)
+    assert tiny_model._pool[0].workers is workers
+    assert_same_run(runs["2 layers", 1], train(**dict(repeat_jobs()["2 layers", 1])))
+
+
+def test_start_workers_names_what_is_wrong():
+    from attention_course import tiny_model
+
+    with pytest.raises(ValueError, match="processes must be an int >= 1"):
+        tiny_model.start_workers(processes=0)
+
+
+@pytest.mark.slow     # worker processes
 @pytest.mark.skipif(not hasattr(os, "getpgid"), reason="process groups are POSIX")
 def test_workers_are_outside_the_process_group_a_kernel_ends_at_shutdown():
     # ipykernel's shutdown signals the children in its own process group and waits until none

@@ -49,8 +49,8 @@ from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
 from .tasks import LibraryBatch, SequenceBatch
 
-__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "train", "train_many",
-           "two_token_model"]
+__all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "start_workers", "train",
+           "train_many", "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
 
@@ -597,6 +597,39 @@ def _train_job(job: dict) -> TrainingRun:
     return train(**job)
 
 
+def start_workers(processes: int | None = None) -> None:
+    """Start :func:`train_many`'s worker processes now, without waiting for them.
+
+    A worker takes a moment to start (a fresh Python that imports this library); a notebook
+    that calls this in its first cell has them ready by the time it trains.
+
+    Examples
+    --------
+    >>> start_workers(processes=1)        # one process: train_many then trains here, no workers
+    """
+    processes = _worker_count(processes, None)
+    if processes > 1:
+        _workers(processes)
+
+
+def _worker_count(processes, n_jobs) -> int:
+    if processes is None:
+        from .thread_pool import available_cpus
+
+        processes = available_cpus()
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be an int >= 1 or None; got {processes!r}")
+    return processes if n_jobs is None else min(processes, n_jobs)
+
+
+def _workers(processes: int) -> WorkerPool:
+    if not _pool or len(_pool[0].workers) != processes or not _pool[0].alive:
+        while _pool:
+            _pool.pop().close()
+        _pool.append(WorkerPool(processes))
+    return _pool[0]
+
+
 def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
     """Independent :func:`train` runs side by side, one worker process per core.
 
@@ -643,25 +676,16 @@ def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
         if job.get("progress"):
             raise ValueError(f"jobs[{key!r}] asks for progress=...: a worker process has no "
                              "screen to show it on; leave it out")
-    if processes is None:
-        from .thread_pool import available_cpus
-
-        processes = available_cpus()
-    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be an int >= 1 or None; got {processes!r}")
-    processes = min(processes, len(jobs))
+    processes = _worker_count(processes, len(jobs))
     # A copy of each model, also here: the result does not depend on the number of processes.
     work = {key: dict(job, model=copy.deepcopy(job["model"])) for key, job in jobs.items()}
     if processes == 1:
         return {key: _train_job(job) for key, job in work.items()}
-    if not _pool or len(_pool[0].workers) != processes or not _pool[0].alive:
-        while _pool:
-            _pool.pop().close()
-        _pool.append(WorkerPool(processes))
+    pool = _workers(processes)
     # the longest runs first (by steps): the last one to start is then a short one
     longest_first = sorted(work, key=lambda key: -int(work[key]["steps"]))
     try:
-        runs = _pool[0].run(_train_job, {key: (work[key],) for key in longest_first})
+        runs = pool.run(_train_job, {key: (work[key],) for key in longest_first})
     except BaseException:          # an Interrupt, or a run that failed: those workers are gone
         _pool.clear()
         raise
