@@ -103,8 +103,11 @@ def _serve() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    jobs, results = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr                 # a job's prints must not mix with the results
+    jobs = sys.stdin.buffer
+    # the results get the pipe on a descriptor of their own; descriptor 1, where a job's prints
+    # (or a C library's) go, is pointed at stderr, so nothing else can mix with them
+    results = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     while True:
         try:
             function, args = pickle.load(jobs)
