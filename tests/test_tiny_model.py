@@ -399,7 +399,7 @@ def test_a_failed_run_raises_here_and_the_next_call_starts_new_workers():
 
     runs = train_many(repeat_jobs(), processes=2)
     workers = tiny_model._pool[0].workers
-    bad = dict(repeat_jobs())
+    bad = repeat_jobs()
     bad["2 layers", 1] = dict(bad["2 layers", 1], make_batch=partial(tasks.repeat_batch,
                                                                      batch_size=-1))
     with pytest.raises(ValueError, match="batch_size must be"):   # raised in a worker, seen here
@@ -418,7 +418,7 @@ def test_started_workers_are_the_ones_train_many_uses():
     workers = tiny_model._pool[0].workers
     runs = train_many(repeat_jobs(), processes=2)
     assert tiny_model._pool[0].workers is workers
-    assert_same_run(runs["2 layers", 1], train(**dict(repeat_jobs()["2 layers", 1])))
+    assert_same_run(runs["2 layers", 1], train(**repeat_jobs()["2 layers", 1]))
 
 
 def test_start_workers_names_what_is_wrong():

@@ -1,9 +1,9 @@
 """Worker processes for :func:`~attention_course.tiny_model.train_many`, and why they look so.
 
 * **A worker is a plain Python process** started with :mod:`subprocess`: the same on Linux,
-  macOS and Windows, and no fork of a kernel's threads. It reads ``(function, arguments)``
-  pickles on its stdin and writes one ``("ok", result)`` or ``("error", exception)`` pickle per
-  job on its stdout; what a job prints goes to stderr.
+  macOS and Windows, a fresh interpreter and never a forked copy of a kernel and its threads.
+  It reads ``(function, arguments)`` pickles on its stdin and writes one ``("ok", result)`` or
+  ``("error", exception)`` pickle per job; what a job prints goes to stderr.
 * **Not :mod:`multiprocessing`.** Its pools start a resource-tracker process that ignores
   SIGTERM. A Jupyter kernel, when it shuts down or restarts, ends the processes of its group
   and waits for them: with that tracker among them it waited seconds, then was killed.
