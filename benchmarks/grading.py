@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -28,35 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_kind, load_text
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "instructor"))
 BUDGET_S = 8 * 60
 
 
-def cpu() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import numpy  # noqa: F401 - loads the BLAS that threadpool_info names
-        from threadpoolctl import threadpool_info
-        blas = ", ".join(f"{i.get('internal_api')} {i.get('architecture', '')}".strip()
-                         for i in threadpool_info() if i.get("user_api") == "blas")
-    except Exception:   # noqa: BLE001 - the header only
-        blas = "unknown"
-    return f"{model}; {os.cpu_count()} logical CPUs; BLAS: {blas or 'unknown'}"
 
 
-def load() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
 
 
 def wrapped(nb: dict) -> dict:
@@ -105,8 +84,8 @@ def main(argv: list[str]) -> int:
     names = names[:args.notebooks] if args.notebooks else names
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grading-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {cpu()}")
-    print(f"python {platform.python_version()}; load average before: {load()}")
+    print(f"machine: {cpu_kind()}")
+    print(f"python {platform.python_version()}; load average before: {load_text()}")
     submitted = make_class(args.lang, args.students, names, folder)
     print(f"class: {args.students} students × {len(names)} notebooks ({args.lang})")
     start = time.perf_counter()
@@ -126,7 +105,7 @@ def main(argv: list[str]) -> int:
     again = time.perf_counter() - start
     print(f"\nmake grade, re-check included: {total:.1f} s")
     print(f"the re-check alone, run again one notebook at a time: {again:.1f} s")
-    print(f"load average after: {load()}")
+    print(f"load average after: {load_text()}")
     if args.students == 3 and not args.notebooks:
         print(f"budget (3 students × all notebooks ≤ {BUDGET_S // 60} min on 2 cores): {total <= BUDGET_S}")
     if not args.keep:

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import cpu_kind, load_text, torch_description
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 1.5           # at 64 tokens and above, each side at its better thread count
 TARGET_LOAD_S = 3.0
@@ -40,44 +42,6 @@ TARGET_FORWARD_64_S = 0.2
 TARGET_RSS_GIB = 1.0
 
 
-def cpu_kind() -> str:
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return name
-
-
-def blas_kind() -> str:
-    import numpy as np
-
-    try:
-        cfg = np.show_config(mode="dicts")
-        blas = cfg["Build Dependencies"]["blas"]
-        simd = cfg.get("SIMD Extensions", {}).get("found", [])
-        text = f"{blas.get('name')} {blas.get('version')}; NumPy SIMD found: {', '.join(simd)}"
-    except Exception:
-        text = "unknown BLAS"
-    try:
-        import ctypes
-
-        import numpy as np  # noqa: F811
-        lib = np.__config__  # noqa: F841
-        for path in Path(np.__file__).parent.parent.glob("*openblas*/lib*/libscipy_openblas*.so*"):
-            so = ctypes.CDLL(str(path))
-            for sym in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename"):
-                if hasattr(so, sym):
-                    f = getattr(so, sym)
-                    f.restype = ctypes.c_char_p
-                    return f"{text}; OpenBLAS kernel {f().decode()}"
-    except Exception:
-        pass
-    return text
 
 
 def child(threads: int, sizes, rounds: int) -> None:
@@ -119,7 +83,7 @@ def child(threads: int, sizes, rounds: int) -> None:
             fn(n)
             times[f"{side}/{n}"].append(time.perf_counter() - start)
     print(json.dumps({"threads": threads, "times": times, "max_abs_logit_diff": check,
-                      "torch": f"{torch.__version__} ({torch.__config__.parallel_info().splitlines()[0]})"}))
+                      "torch": torch_description()["en"]}))
 
 
 def load_time() -> float:
@@ -158,12 +122,10 @@ def main() -> None:
         return
     if args.rounds < 3:
         ap.error("--rounds must be at least 3 (medians)")
-    try:
-        load_avg = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load_avg = "n/a"
-    print(f"CPU: {cpu_kind()}, {os.cpu_count()} logical cores; load average {load_avg}")
-    print(f"NumPy: {blas_kind()}")
+    import numpy as np
+
+    print(f"CPU: {cpu_kind()}; load average {load_text()}")
+    print(f"NumPy {np.__version__}; Python {platform.python_version()}")
     results = []
     for threads in args.threads:
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
@@ -173,7 +135,8 @@ def main() -> None:
                               str(args.rounds), "--sizes", *map(str, args.sizes)],
                              check=True, capture_output=True, text=True, env=env).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
-    print(f"torch: {results[0]['torch']}")
+    for res in results:
+        print(f"{res['threads']}-thread run: {res['torch']}")
     print(f"\nforward pass, logits of every position, median of {args.rounds} rounds (ms)")
     print(f"{'threads':>7} {'T':>5} {'NumPy':>9} {'torch':>9} {'NumPy/torch':>12} {'max |Δ logit|':>14}")
     best = {}

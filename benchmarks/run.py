@@ -68,6 +68,11 @@ from pathlib import Path
 
 import numpy as np
 
+# machine.py sits next to this file; a test loads this file by its path, without that folder on
+# sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_kind, cpu_name, load_average, numpy_simd, torch_description  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 # The stored run ships inside the library (attention_course.cost.stored_bench reads it), so
 # that notebook 06 finds it wherever the notebook is.
@@ -373,45 +378,6 @@ def blas_description() -> list[dict]:
                       "zh": "BLAS：threadpoolctl 没有找到"}]
 
 
-def numpy_simd() -> dict:
-    """NumPy's SIMD extensions: the baseline it was built for, and what it found on this CPU."""
-    try:
-        from numpy._core._multiarray_umath import (
-            __cpu_baseline__,
-            __cpu_dispatch__,
-            __cpu_features__,
-        )
-    except ImportError:                 # NumPy 1.x
-        try:
-            from numpy.core._multiarray_umath import (
-                __cpu_baseline__,
-                __cpu_dispatch__,
-                __cpu_features__,
-            )
-        except ImportError:
-            return {"level": "unknown", "baseline": [], "found": [], "not_found": []}
-    found = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
-    baseline = list(__cpu_baseline__)
-    level = found[-1] if found else (baseline[-1] if baseline else "none")
-    return {"level": level, "baseline": baseline, "found": found,
-            "not_found": [f for f in __cpu_dispatch__ if f not in found]}
-
-
-def blas_kernel() -> str:
-    """The BLAS library's kernel (OpenBLAS's ``architecture``), as threadpoolctl reports it."""
-    from threadpoolctl import threadpool_info
-
-    for info in threadpool_info():
-        if info.get("user_api") == "blas":
-            return f"{info.get('internal_api')} {info.get('architecture') or '?'}"
-    return "none found"
-
-
-def cpu_kind() -> str:
-    """The CPU kind a run measured: NumPy's SIMD level and the BLAS kernel."""
-    return f"NumPy SIMD {numpy_simd()['level']}, BLAS {blas_kernel()}"
-
-
 def simd_line() -> dict:
     simd = numpy_simd()
     parts = [f"baseline {' '.join(simd['baseline']) or '-'}",
@@ -421,19 +387,6 @@ def simd_line() -> dict:
             "zh": f"NumPy 的 SIMD 级别：{simd['level']}（{'；'.join(parts)}）"}
 
 
-def torch_description() -> dict:
-    import torch
-
-    build = torch.version.git_version[:10] if getattr(torch.version, "git_version", None) else "?"
-    capability = torch.backends.cpu.get_cpu_capability()
-    backend = next((line.split(":", 1)[1].strip() for line in
-                    torch.__config__.parallel_info().splitlines()
-                    if line.startswith("ATen parallel backend")), "?")
-    threads = torch.get_num_threads()
-    return {"en": f"PyTorch {torch.__version__} (build {build}, CPU capability {capability}, "
-                  f"parallel backend {backend}, {threads} threads)",
-            "zh": f"PyTorch {torch.__version__}（构建 {build}，CPU 指令集 {capability}，"
-                  f"并行后端 {backend}，{threads} 个线程）"}
 
 
 def environment_lines() -> list[dict]:
@@ -448,24 +401,6 @@ def environment_lines() -> list[dict]:
                       "zh": "环境变量：没有设置 OPENBLAS_CORETYPE（OpenBLAS 按这台 CPU 选择内核；"
                             "`make bench` 会取消这个设置）"})
     return lines
-
-
-def load_average() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):   # Windows
-        return None
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # ---------------------------------------------------------------- report

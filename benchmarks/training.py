@@ -42,6 +42,7 @@ if any(k in os.environ for k in UNSET) and __name__ == "__main__":
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 import numpy as np  # noqa: E402
+from machine import cpu_kind  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from attention_course import tasks  # noqa: E402
@@ -219,7 +220,8 @@ def main(argv=None) -> int:
     load_after = os.getloadavg()[0]
     header = [
         f"{rounds} rounds × {STEPS} steps per setting, median per-step time; float32",
-        f"CPU: {os.cpu_count()} cores; Python {platform.python_version()}, NumPy {np.__version__}, "
+        f"CPU: {cpu_kind()}",
+        f"Python {platform.python_version()}, NumPy {np.__version__}, "
         f"PyTorch {torch.__version__}, attention_course {attention_course.__version__}",
         f"system load (1-minute average) before / after: {load_before:.2f} / {load_after:.2f}",
         "OpenBLAS tuning variables removed for this run: "

@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+from machine import cpu_kind, load_text
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The most one update may take, median over the steps, for the picture to follow a slider.
@@ -103,38 +104,8 @@ KERNEL_CODE = textwrap.dedent('''
 ''')
 
 
-def cpu_kind() -> str:
-    """The CPU's name, the widest SIMD level NumPy uses on it, and the BLAS kernel."""
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import numpy as np
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # pragma: no cover - older NumPy
-        features = {}
-    levels = ("AVX512_SKX", "AVX512F", "AVX2", "AVX", "SSE42", "ASIMD", "NEON")
-    simd = next((lvl for lvl in levels if features.get(lvl)), "unknown")
-    try:
-        from threadpoolctl import threadpool_info
-        blas = [f"{i.get('internal_api')} kernel {i.get('architecture', '?')}"
-                for i in threadpool_info() if i.get("user_api") == "blas"]
-    except ImportError:  # pragma: no cover
-        blas = []
-    del np
-    return f"{name}; SIMD {simd}; BLAS {', '.join(blas) or 'not loaded'}"
 
 
-def load() -> str:
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:  # pragma: no cover - Windows
-        return "n/a"
 
 
 def run_in_kernel(src: Path, only: list[str], steps: int, timeout: float = 600) -> list[dict]:
@@ -174,7 +145,7 @@ def main(argv=None) -> int:
 
     print(f"explorers in a kernel with the inline backend: {args.steps} steps of one control; "
           f"from {args.src}")
-    print(f"CPU: {cpu_kind()}; load before: {load()}")
+    print(f"CPU: {cpu_kind()}; load before: {load_text()}")
     start = time.perf_counter()
     rows = run_in_kernel(args.src.resolve(), args.only, args.steps)
     failed = 0
@@ -188,7 +159,7 @@ def main(argv=None) -> int:
         verdict = (f"≤ {GOAL_MS:.0f} ms: " + ("met" if row["median"] <= GOAL_MS else "NOT met"))
         print(f"{row['explorer']:36} {row['control']:12} {row['median']:10.1f} "
               f"{row['worst']:11.1f}   {verdict}")
-    print(f"load after: {load()}; {time.perf_counter() - start:.0f} s in all")
+    print(f"load after: {load_text()}; {time.perf_counter() - start:.0f} s in all")
     return 1 if failed else 0
 
 

@@ -314,13 +314,9 @@ def test_bench_times_only_the_variants_asked_for(tmp_path, monkeypatch):
     assert "| 64 | direct NumPy |" not in text and "| 64 | online softmax |" not in text
 
 
-def test_bench_names_the_cpu_kind():
+def test_bench_prints_numpys_simd_extensions():
     bench = load_bench()
     simd = bench.numpy_simd()
-    assert simd["level"] and simd["level"] != "unknown"
-    assert set(simd["found"]).isdisjoint(simd["not_found"])
-    kind = bench.cpu_kind()
-    assert kind.startswith(f"NumPy SIMD {simd['level']}, BLAS ")
     assert bench.simd_line()["en"].startswith(f"NumPy SIMD level: {simd['level']} (baseline ")
 
 
