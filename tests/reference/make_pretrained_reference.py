@@ -9,7 +9,10 @@ who has the packages of the dependency group `reference` (pyproject.toml; pip 25
     python tests/reference/make_pretrained_reference.py
 
 It writes tests/reference/pretrained_reference.npz (a few hundred KiB, committed). The course never
-needs torch or transformers: tests/test_pretrained_reference.py reads the stored arrays.
+needs torch or transformers: tests/test_pretrained_reference.py reads the stored arrays. It also
+writes the library's src/attention_course/data/transformers_sample.npz, a slice of the same arrays
+(the first sentence of FORWARD_TEXTS, its logits on the fixed columns, layer SAMPLE_LAYER's
+weights) that notebook 09 compares with.
 
 Stored, keys ``<group>/<index>/<name>``:
 
@@ -33,6 +36,9 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(__file__).with_name("pretrained_reference.npz")
+# what the library ships of the same run, for notebook 09 (attention_course.pretrained.transformers_sample)
+SAMPLE = Path(__file__).resolve().parents[2] / "src" / "attention_course" / "data" / "transformers_sample.npz"
+SAMPLE_LAYER = 13
 
 TEXTS = [
     "The capital of France is",
@@ -131,8 +137,19 @@ def main() -> None:
     out["versions"] = np.frombuffer(
         f"torch {torch.__version__}, transformers {transformers.__version__}".encode(), np.uint8)
     np.savez_compressed(OUT, **out)
+    write_sample(out)
     print(f"wrote {OUT.name}: {len(out)} arrays, {OUT.stat().st_size / 1024:.0f} KiB "
           f"(torch {torch.__version__}, transformers {transformers.__version__})")
+
+
+def write_sample(out: dict) -> None:
+    """The library's slice of the reference arrays ``out`` (see the module docstring)."""
+    layer = list(out["fwd/0/layers"]).index(SAMPLE_LAYER)
+    np.savez_compressed(SAMPLE, text=np.frombuffer(FORWARD_TEXTS[0].encode("utf-8"), np.uint8),
+                        ids=out["fwd/0/ids"], cols=out["fwd/0/cols"], logits=out["fwd/0/logits_cols"],
+                        layer=np.int64(SAMPLE_LAYER), weights=out["fwd/0/weights"][layer],
+                        versions=out["versions"])
+    print(f"wrote {SAMPLE.name}: {SAMPLE.stat().st_size / 1024:.0f} KiB")
 
 
 if __name__ == "__main__":
