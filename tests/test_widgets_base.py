@@ -15,8 +15,6 @@ import attention_course.widgets as widgets_pkg
 from attention_course.widgets import Explorer
 from attention_course.widgets._base import encode_png
 
-MATPLOTLIB = tuple(int(p) for p in matplotlib.__version__.split(".")[:2])
-
 
 class Doubler(Explorer):
     figsize = (3, 2)
@@ -257,8 +255,4 @@ def test_every_explorers_frames_are_its_static_figure(cls, explorer_kwargs):
     diff = np.abs(live - full).max(-1)
     assert live.shape == full.shape
     same = (diff > 8).mean() < 0.01 and (diff > 40).sum() < 20
-    if not same and MATPLOTLIB < (3, 11):
-        # Known defect: with matplotlib 3.10 (what Python 3.10 installs) some explorers' frames
-        # differ from their static figure in about 4 % of the pixels; 3.11 gives the same picture.
-        pytest.xfail(f"frames differ from the static figure under matplotlib {matplotlib.__version__}")
-    assert same, (name, e.values())
+    assert same, (name, e.values(), matplotlib.__version__)

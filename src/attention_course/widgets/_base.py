@@ -76,6 +76,7 @@ import zlib
 from collections import OrderedDict
 
 import ipywidgets as w
+import matplotlib
 import numpy as np
 from IPython.display import display
 from matplotlib import pyplot as plt
@@ -126,6 +127,14 @@ def encode_png(rgba: np.ndarray, compress_level: int = 1) -> bytes:
 
 
 
+# Numbers are pasted glyph by glyph only where that gives a whole-string draw's pixels. Under
+# matplotlib 3.11 a string's measured width is a whole number of pixels and each glyph, placed by
+# those widths, lands where the whole string puts it. Under 3.10 (what Python 3.10 installs) the
+# widths are fractional ("." measures 3.62 px at 8 pt) and the glyphs landed up to a pixel off
+# ("1.2" showed as "1. 2"), so before 3.11 a number is pasted whole, like any other text.
+GLYPHS_BY_WIDTH = tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) >= (3, 11)
+
+
 def _linespacing(text) -> float:
     """A Text's line spacing: matplotlib 3.9 and 3.10 have no ``get_linespacing`` (3.11 has)."""
     getter = getattr(text, "get_linespacing", None)
@@ -169,7 +178,7 @@ class TextSprites:
         x, y = artist.get_transform().transform(artist.get_unitless_position())
         if not (math.isfinite(x) and math.isfinite(y)):
             return
-        if (self.NUMBER.match(artist.get_text()) and artist.get_rotation() == 0
+        if (GLYPHS_BY_WIDTH and self.NUMBER.match(artist.get_text()) and artist.get_rotation() == 0
                 and artist.get_horizontalalignment() in ("left", "center", "right")):
             self._draw_by_glyph(artist, renderer, pixels, x, y)
             return
