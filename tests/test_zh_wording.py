@@ -46,8 +46,9 @@ VS = re.compile(r"(?<![A-Za-z])vs\.?(?![A-Za-z])", re.I)
 QUESTION_ANSWERED = re.compile(
     r"(？|\?|吗|是否|能否|是不是|有没有|会不会)[^\n？?]{0,12}?[：:]?\s*(True|False)\b")
 
-SECTION_ZH = re.compile(r"第\s*(\d+)\s*节")
-NOTEBOOK_ZH = re.compile(r"第\s*(\d+)\s*本")
+# 第 4 节, and lists: 第 4、5 节, 第 2 和 3 本
+SECTION_ZH = re.compile(r"第\s*(\d+(?:\s*[、和]\s*\d+)*)\s*节")
+NOTEBOOK_ZH = re.compile(r"第\s*(\d+(?:\s*[、和]\s*\d+)*)\s*本")
 
 
 def names_section(en: str, n: str) -> bool:
@@ -115,11 +116,11 @@ def test_a_cross_reference_says_whether_it_means_a_section_or_a_notebook(name):
     bad = []
     for i, text in markdown_cells("zh", name):
         bad += [f"cell {i}: …{_snippet(text, m.start(), m.end())}… (the English cell names no "
-                f"section {m.group(1)})" for m in SECTION_ZH.finditer(text)
-                if not names_section(en.get(i, ""), m.group(1))]
+                f"section {n})" for m in SECTION_ZH.finditer(text) for n in re.findall(r"\d+", m.group(1))
+                if not names_section(en.get(i, ""), n)]
         bad += [f"cell {i}: …{_snippet(text, m.start(), m.end())}… (the English cell names no "
-                f"notebook {m.group(1)})" for m in NOTEBOOK_ZH.finditer(text)
-                if not names_notebook(en.get(i, ""), m.group(1))]
+                f"notebook {n})" for m in NOTEBOOK_ZH.finditer(text) for n in re.findall(r"\d+", m.group(1))
+                if not names_notebook(en.get(i, ""), n)]
     assert not bad, (f"zh/{name}: 第 N 节 is a section of this notebook, 第 N 本 is notebook N:\n"
                      + "\n".join(bad))
 
@@ -163,3 +164,10 @@ def test_the_question_rule(line, caught):
 def test_the_cross_reference_rule(en, n, section, notebook):
     assert names_section(en, n) is section
     assert names_notebook(en, n) is notebook
+
+
+def test_the_cross_reference_rule_reads_lists():
+    text = "换成第 4、5 节的记号，见第 2 和 3 节"
+    found = [re.findall(r"\d+", m.group(1)) for m in SECTION_ZH.finditer(text)]
+    assert found == [["4", "5"], ["2", "3"]]
+    assert [m.group(1) for m in NOTEBOOK_ZH.finditer("见第 7 本")] == ["7"]
