@@ -47,6 +47,8 @@ $(DEV_STAMP): pyproject.toml $(LEARNER_STAMP)
 	$(PIP) install --quiet --group dev
 	@touch $@
 
+## make setup: create .venv and install the course with the model, as make lab does before it
+##   opens JupyterLab.
 setup: $(LEARNER_STAMP)
 
 ## make lab: create .venv, install the course (with the model of notebook 09, 93 MB, once) and open
