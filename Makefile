@@ -20,12 +20,15 @@ UNIT := -m "not slow and not integration and not browser"
 # (nbval took 157 s so, 92 s with one thread each; the outputs are the same). tests/conftest.py
 # does the same for pytest's own workers.
 ONE_BLAS := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+# nbval's default-kernel run: where the machine sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE, OpenBLAS
+# would run the kernel they name, not the one this CPU picks; make test-kernels runs the others.
+DEFAULT_KERNEL := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u NPY_DISABLE_CPU_FEATURES
 # Where PYTHONDONTWRITEBYTECODE is set, every test process compiled the course and rewrote every
 # test module again (6 s more to collect the tests, in each pytest worker): Python's own default.
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test test-fast test-pythons test-notebooks test-browser notebooks student \
+.PHONY: help setup lab test test-fast test-pythons test-notebooks test-kernels test-browser notebooks student \
 	grade bench-grading figures bench reference lock clean
 
 ## make help: this list.
@@ -62,7 +65,7 @@ lab: $(LEARNER_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests src
-	$(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
+	$(DEFAULT_KERNEL) $(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
 # loadgroup: the tests sharing a module's fixture stay in one worker (tests/conftest.py).
@@ -76,7 +79,13 @@ test-pythons:
 
 ## make test-notebooks: nbval on every notebook of both languages.
 test-notebooks: $(DEV_STAMP)
-	$(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
+	$(DEFAULT_KERNEL) $(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
+
+## make test-kernels: the kernel stage. nbval again under other BLAS kernels and NumPy code paths:
+##   OpenBLAS Sandybridge on every notebook; Prescott, SkylakeX and NumPy without AVX-512 on 07-09.
+##   Names the kernel of each run; skips what this CPU cannot run (maintainer/kernel_stage.py).
+test-kernels: $(DEV_STAMP)
+	$(PY) maintainer/kernel_stage.py
 
 ## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
 notebooks: $(DEV_STAMP)
@@ -113,7 +122,7 @@ figures: $(DEV_STAMP)
 ##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
 ##   CPU would pick (the header names it). Then notebook 09's model next to transformers on the
 ##   same GGUF (timed, and compared live). Stored runs: benchmarks/README.md.
-BENCH_ENV := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
+BENCH_ENV := $(DEFAULT_KERNEL)
 bench: $(DEV_STAMP)
 	$(PIP) install --quiet --group bench --group reference
 	$(BENCH_ENV) $(PY) benchmarks/run.py
