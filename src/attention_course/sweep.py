@@ -1,0 +1,358 @@
+"""The seed sweep: notebooks 07's and 08's claims about trained models, on seeds they never use.
+
+A notebook trains its models on seeds 0, 1, 2 (07's library lookup on 0-4) and prints claims such
+as "accuracy ≥ 0.95, every seed". Training amplifies rounding, so those seeds on one BLAS kernel
+are one draw. The sweep trains the same models, with the notebooks' own settings, on seeds no
+notebook uses, measures the value behind every claim, and says on how many seeds each holds and
+how far the value stays from its threshold.
+
+Each claim is a :class:`Claim`: the value it compares (one number per seed), the comparison, and
+the threshold. A margin is the distance of the value from the threshold on the claim's side; a
+claim *keeps its margin* when that distance is at least 0.05 on a 0-1 scale, or 10 % of the
+threshold elsewhere.
+
+``python -m attention_course.sweep --out build/sweep.json`` runs it (make sweep);
+:func:`stored` reads the copy shipped with the package (make sweep-store), which the notebooks
+print their fractions from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from functools import partial
+from importlib import resources
+
+import numpy as np
+
+from .tasks import (
+    first_and_previous_batch,
+    library_batch,
+    previous_token_batch,
+    previous_two_batch,
+    repeat_batch,
+)
+from .tiny_model import AttentionOnlyModel, LibraryModel, repeat_model, train_many, two_token_model
+
+#: Seeds no notebook trains on (the notebooks use 0-4).
+HELD_OUT = tuple(range(100, 112))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One compared claim of a notebook about trained models.
+
+    ``value`` names the measurement; the claim holds on a seed when ``value op threshold``.
+    ``unit``: the value lies on a 0-1 scale (margin 0.05), else the margin is 10 % of
+    ``|threshold|``. ``discrete``: the value is a count, and no margin applies. ``at_least``: the
+    share of held-out seeds it is known to hold on (1.0: every one); the sweep test asserts it.
+    """
+
+    notebook: str
+    cell: int
+    value: str
+    op: str
+    threshold: float
+    text: str
+    unit: bool = True
+    discrete: bool = False
+    at_least: float = 1.0
+
+    def holds(self, x: float) -> bool:
+        return {">=": x >= self.threshold, "<=": x <= self.threshold,
+                ">": x > self.threshold, "<": x < self.threshold}[self.op]
+
+    def margin(self, x: float) -> float:
+        """Signed distance from the threshold, positive on the side the claim asks for."""
+        return x - self.threshold if self.op in (">=", ">") else self.threshold - x
+
+    @property
+    def needed(self) -> float:
+        return 0.0 if self.discrete else 0.05 if self.unit else 0.1 * abs(self.threshold)
+
+
+def _c(notebook, cell, value, op, threshold, text, **kw):
+    return Claim(notebook, cell, value, op, threshold, text, **kw)
+
+
+CLAIMS = (
+    # 07 §2: the library lookup, 60 steps
+    _c("07", 13, "lib_acc_before", "<=", 0.15, "accuracy before training ≤ 0.15"),
+    _c("07", 13, "lib_acc_after", ">=", 0.95, "accuracy after 60 steps ≥ 0.95"),
+    _c("07", 13, "lib_book_before", "<", 0.3, "weight on the matching book before < 0.3"),
+    _c("07", 13, "lib_book_after", ">", 0.9, "weight on the matching book after > 0.9"),
+    _c("07", 19, "lib_diagonal_rows", ">=", 16, "query-key table: every row's largest score on the diagonal",
+       discrete=True),
+    # 07 §3: the previous token, three positional encodings
+    _c("07", 23, "prev_learned_acc", ">=", 0.99, "learned positions: accuracy ≥ 0.99"),
+    _c("07", 23, "prev_sinusoidal_acc", ">=", 0.95, "sinusoidal ×2: accuracy ≥ 0.95"),
+    _c("07", 23, "prev_none_acc", "<=", 0.5, "no positions: accuracy ≤ 0.5"),
+    _c("07", 23, "prev_none_acc", ">", 1 / 8, "no positions: accuracy > 2/16"),
+    _c("07", 23, "prev_none_pos1", ">=", 0.95, "no positions: position 1 ≥ 0.95"),
+    _c("07", 23, "prev_none_pos9", "<=", 0.4, "no positions: position 9 ≤ 0.4"),
+    _c("07", 27, "prev_learned_one_back", ">=", 0.9, "learned positions: weight on the previous token ≥ 0.9"),
+    # 07 §4: the scale
+    _c("07", 30, "start_unscaled", ">=", 0.85, "N(0, 1), unscaled: largest weight starts ≥ 0.85"),
+    _c("07", 30, "start_scaled", "<=", 0.6, "N(0, 1), scaled: largest weight starts ≤ 0.6"),
+    _c("07", 30, "loss_ratio_big", ">", 2, "N(0, 1): mean loss unscaled > 2 × scaled", unit=False),
+    _c("07", 30, "start_tiny", "<=", 0.2, "tiny: largest weight starts ≤ 0.2 either way"),
+    _c("07", 30, "tiny_acc", ">=", 0.95, "tiny: both reach accuracy ≥ 0.95"),
+    _c("07", 30, "loss_ratio_tiny", ">=", 1, "tiny: mean loss scaled ≥ unscaled", unit=False),
+    _c("07", 33, "flat_unscaled", ">=", 0.6, "unscaled: ≥ 60 % of shelves with |gradient| < 1e-3"),
+    _c("07", 33, "flat_scaled", "<=", 0.1, "scaled: ≤ 10 % of shelves with |gradient| < 1e-3"),
+    _c("07", 33, "grad_ratio", ">", 2, "‖dW_Q‖ unscaled > 2 × scaled", unit=False),
+    _c("07", 36, "retuned_gap", "<=", 0.1, "scaled at lr 0.03 within 0.1 of unscaled at lr 0.01 (mean loss)",
+       unit=False, at_least=0.75),
+    _c("07", 36, "retuned_vs_scaled", "<", 1, "scaled at lr 0.03 below scaled at lr 0.01 (mean loss ratio)",
+       unit=False),
+    _c("07", 36, "retuned_acc_gap", ">", 0, "final accuracy: unscaled at lr 0.01 above scaled at lr 0.03"),
+    # 08 §2-3: two layers against one
+    _c("08", 6, "flat", "<", 0.02, "loss flat by the rule (|Δ| / step-0 loss < 0.02)", unit=False,
+       at_least=0.75),
+    _c("08", 6, "acc_2l", ">=", 0.95, "2 layers: accuracy ≥ 0.95",
+       at_least=0.75),
+    _c("08", 6, "acc_1l", "<=", 0.75, "1 layer: accuracy ≤ 0.75",
+       at_least=0.75),
+    _c("08", 9, "periods_2l", ">=", 0.8, "2 layers: accuracy ≥ 0.8 at every period",
+       at_least=0.75),
+    _c("08", 9, "unseen_1l", "<=", 0.05, "1 layer: accuracy ≤ 0.05 at periods 9 and 10"),
+    # 08 §4: the circuit
+    _c("08", 14, "one_back_1_7", ">=", 0.7, "layer 0: weight one back ≥ 0.7 at positions 1..7",
+       at_least=0.75),
+    _c("08", 14, "one_back_9", "<=", 0.5, "layer 0: weight one back ≤ 0.5 at position 9"),
+    _c("08", 14, "one_back_10_19", "<=", 0.15, "layer 0: weight one back ≤ 0.15 on average at 10..19"),
+    _c("08", 14, "on_copies", ">=", 0.8, "layer 1: weight on earlier copies of the next token ≥ 0.8",
+       at_least=0.75),
+    _c("08", 19, "without_1", "<=", 0.1, "2 layers without layer 1's head: accuracy ≤ 0.1",
+       at_least=0.75),
+    _c("08", 19, "without_0", "<=", 0.35, "2 layers without layer 0's head: accuracy ≤ 0.35"),
+    _c("08", 19, "control_kept", ">=", 0.5, "1 layer without either head: at least half of its accuracy"),
+    _c("08", 21, "k_diagonal_rows", ">=", 16, "K-composition: every row's largest score on the diagonal",
+       discrete=True, at_least=0.75),
+    _c("08", 21, "direct_diagonal_rows", "<=", 2, "direct table: at most 2 rows on the diagonal",
+       discrete=True),
+    # 08 §5: the phase change
+    _c("08", 24, "plateau", ">=", 2.0, "mean loss of steps 20-59 ≥ 2.0", unit=False),
+    _c("08", 24, "fall_steps", "<=", 60, "from below 2.0 to below 0.5 within 60 steps", unit=False,
+       at_least=0.75),
+    # 08 §6: heads that specialise
+    _c("08", 27, "two_acc_1h", ">=", 0.95, "two-token, 1 head: accuracy ≥ 0.95",
+       at_least=0.75),
+    _c("08", 27, "two_acc_2h", ">=", 0.95, "two-token, 2 heads: accuracy ≥ 0.95"),
+    _c("08", 27, "two_1h_gap", ">", 0, "1 head: more weight 1 back than 2 back",
+       at_least=0.4),
+    _c("08", 27, "two_1h_low", ">=", 0.2, "1 head: ≥ 0.2 on each of 1 and 2 back"),
+    _c("08", 27, "two_2h_split", ">=", 0.8, "2 heads: one head ≥ 0.8 on 1 back, the other on 2 back"),
+    _c("08", 31, "fp_acc_2h", ">=", 0.9, "first and previous, 2 heads: accuracy ≥ 0.9"),
+    _c("08", 31, "fp_acc_1h", "<", 0.9, "first and previous, 1 head: below the criterion (0.9)",
+       at_least=0.25),
+    _c("08", 31, "fp_2h_split", ">=", 1.6, "2 heads: one on token 0, the other one back (sum ≥ 1.6)",
+       unit=False),
+)
+
+
+def _library_jobs(seed: int) -> dict:
+    """07's jobs for one seed, with the notebook's settings."""
+    lib = partial(library_batch, batch_size=64)
+    jobs = {"lib": dict(model=LibraryModel(seed=seed), make_batch=lib, steps=60, lr=1e-2, seed=seed)}
+    prev = partial(previous_token_batch, batch_size=32, length=10)
+    for positional, amplitude in (("none", 1.0), ("learned", 1.0), ("sinusoidal", 2.0)):
+        jobs["prev", positional] = dict(
+            model=AttentionOnlyModel(vocab=16, d_model=32, positional=positional, pe_amplitude=amplitude,
+                                     max_len=10, seed=seed), make_batch=prev, steps=100, lr=1e-2, seed=seed)
+    for embed_std in (1.0, 0.02):
+        for scale in (True, False):
+            jobs["scale", embed_std, scale] = dict(
+                model=LibraryModel(d_model=64, d_k=64, scale=scale, embed_std=embed_std, seed=seed),
+                make_batch=lib, steps=100, lr=1e-2, seed=seed)
+    jobs["retuned"] = dict(model=LibraryModel(d_model=64, d_k=64, scale=True, embed_std=0.02, seed=seed),
+                           make_batch=lib, steps=100, lr=3e-2, seed=seed)
+    return jobs
+
+
+def _repeat_jobs(seed: int) -> dict:
+    """08's jobs for one seed, with the notebook's settings."""
+    rep = partial(repeat_batch, batch_size=16, length=20)
+    jobs = {("rep", kind): dict(model=repeat_model(kind, seed), make_batch=rep,
+                                steps=600 if kind == "2 layers" else 1200, lr=1e-2, seed=seed,
+                                n_checkpoints=2)
+            for kind in ("2 layers", "1 layer")}
+    for task, make in (("two", previous_two_batch), ("fp", first_and_previous_batch)):
+        for n_heads in (1, 2):
+            jobs[task, n_heads] = dict(model=two_token_model(n_heads, seed),
+                                       make_batch=partial(make, batch_size=32, length=10), steps=150,
+                                       lr=1e-2, seed=seed, n_checkpoints=2)
+    return jobs
+
+
+def _right_book_gradient(model: LibraryModel, batch) -> np.ndarray:
+    """|∂ℓ/∂z| of the matching book's score, each shelf's own loss: shape (B,) (07 §4)."""
+    from . import backprop as bp
+
+    P = model.params
+    logits, A, _ = model.forward(batch)                                  # A: (B, 1, n_books)
+    _, dlogits = bp.softmax_cross_entropy(logits, batch.targets)
+    dout = len(logits) * dlogits @ P["W_U"].T                            # (B, d_k)
+    v = (P["key_embed"][batch.keys] + P["value_embed"][batch.values]) @ P["W_V"]   # (B, n_books, d_k)
+    dA = np.einsum("bd,bnd->bn", dout, v)
+    dZ = A[:, 0] * (dA - (dA * A[:, 0]).sum(axis=-1, keepdims=True))
+    return np.abs(dZ[np.arange(len(logits)), batch.answer_book])
+
+
+def _measure(seed: int, runs: dict, evals: dict) -> dict:
+    """Every claim's value for one seed, from its trained runs."""
+    v = {}
+    lib_eval, prev_eval, rep_eval = evals["lib"], evals["prev"], evals["rep"]
+    # 07 §2
+    untrained, lib = LibraryModel(seed=seed), runs["lib"].model
+    shelf = np.arange(len(lib_eval.query))
+    v["lib_acc_before"] = untrained.accuracy(lib_eval)
+    v["lib_acc_after"] = lib.accuracy(lib_eval)
+    v["lib_book_before"] = untrained.forward(lib_eval)[1][shelf, 0, lib_eval.answer_book].mean()
+    v["lib_book_after"] = lib.forward(lib_eval)[1][shelf, 0, lib_eval.answer_book].mean()
+    v["lib_diagonal_rows"] = (lib.query_key_table().argmax(axis=1) == np.arange(16)).sum()
+    # 07 §3
+    acc = {p: runs["prev", p].model.accuracy(prev_eval) for p in ("none", "learned", "sinusoidal")}
+    by_position = runs["prev", "none"].model.accuracy_by_position(prev_eval)
+    t = np.arange(1, 10)
+    learned = runs["prev", "learned"].model.attention_maps(prev_eval)[0, :, 0]          # (B, n, n)
+    v.update(prev_learned_acc=acc["learned"], prev_sinusoidal_acc=acc["sinusoidal"],
+             prev_none_acc=acc["none"], prev_none_pos1=by_position[1], prev_none_pos9=by_position[9],
+             prev_learned_one_back=learned[:, t, t - 1].mean())
+    # 07 §4
+    start = {(e, s): LibraryModel(d_model=64, d_k=64, scale=s, embed_std=e, seed=seed).forward(lib_eval)[1]
+             .max(axis=-1).mean() for e in (1.0, 0.02) for s in (True, False)}
+    loss = {key[1:]: run.loss.mean() for key, run in runs.items() if key[0] == "scale"}
+    v.update(start_unscaled=start[1.0, False], start_scaled=start[1.0, True],
+             loss_ratio_big=loss[1.0, False] / loss[1.0, True],
+             start_tiny=max(start[0.02, True], start[0.02, False]),
+             tiny_acc=min(runs["scale", 0.02, s].model.accuracy(lib_eval) for s in (True, False)),
+             loss_ratio_tiny=loss[0.02, True] / loss[0.02, False])
+    flat, norm = {}, {}
+    for scale in (True, False):
+        model = LibraryModel(d_model=64, d_k=64, scale=scale, seed=seed)
+        flat[scale] = (_right_book_gradient(model, lib_eval) < 1e-3).mean()
+        norm[scale] = np.linalg.norm(model.loss_and_grads(lib_eval)[1]["W_Q"])
+    v.update(flat_unscaled=flat[False], flat_scaled=flat[True], grad_ratio=norm[False] / norm[True])
+    retuned, unscaled = runs["retuned"], runs["scale", 0.02, False]
+    v.update(retuned_gap=abs(retuned.loss.mean() - unscaled.loss.mean()),
+             retuned_vs_scaled=retuned.loss.mean() / loss[0.02, True],
+             retuned_acc_gap=unscaled.model.accuracy(lib_eval) - retuned.model.accuracy(lib_eval))
+    # 08 §2-3
+    two, one = runs["rep", "2 layers"], runs["rep", "1 layer"]
+    v["flat"] = max(abs(r.loss[-200:].mean() - r.loss[-400:-200].mean()) / r.loss[0] for r in (two, one))
+    v["acc_2l"], v["acc_1l"] = two.model.accuracy(rep_eval), one.model.accuracy(rep_eval)
+    unseen = evals["periods"]
+    v["periods_2l"] = min(two.model.accuracy(b) for b in unseen.values())
+    v["unseen_1l"] = max(one.model.accuracy(unseen[P]) for P in (9, 10))
+    # 08 §4
+    b, q = np.nonzero(rep_eval.mask)
+    copies = rep_eval.tokens[b] == rep_eval.targets[b, q][:, None]
+    w = two.model.attention_maps(rep_eval)[:, :, 0]                     # (layer, B, n, n)
+    t = np.arange(1, 20)
+    one_back = w[0][:, t, t - 1].mean(axis=0)
+    v.update(one_back_1_7=one_back[:7].min(), one_back_9=one_back[8], one_back_10_19=one_back[9:].mean(),
+             on_copies=(w[1, b, q] * copies).sum(axis=-1).mean())
+    v["without_1"] = two.model.accuracy(rep_eval, ablate=[(1, 0)])
+    v["without_0"] = two.model.accuracy(rep_eval, ablate=[(0, 0)])
+    v["control_kept"] = min(one.model.accuracy(rep_eval, ablate=[h]) for h in ((0, 0), (0, 1))) / v["acc_1l"]
+    v["k_diagonal_rows"] = (two.model.k_composition_table().argmax(axis=1) == np.arange(16)).sum()
+    v["direct_diagonal_rows"] = (two.model.query_key_table(1, 0).argmax(axis=1) == np.arange(16)).sum()
+    # 08 §5: the notebook's run of seed 0 records 31 checkpoints, the loss at every step either way
+    smooth = np.convolve(two.loss, np.ones(5) / 5, mode="valid")
+    v["plateau"] = smooth[20:60].mean()
+    # a run that never falls below 0.5 counts as falling over all its steps
+    below = [int(np.argmax(smooth < x)) if (smooth < x).any() else len(smooth) for x in (2.0, 0.5)]
+    v["fall_steps"] = below[1] - below[0]
+    # 08 §6
+    t = np.arange(2, 10)
+    two_eval, fp_eval = evals["two"], evals["fp"]
+    maps = {n: runs["two", n].model.attention_maps(two_eval)[0] for n in (1, 2)}     # (B, h, n, n)
+    back = {n: np.array([[maps[n][:, h, t, t - k].mean() for k in (1, 2)] for h in range(n)]) for n in (1, 2)}
+    v["two_acc_1h"] = runs["two", 1].model.accuracy(two_eval)
+    v["two_acc_2h"] = runs["two", 2].model.accuracy(two_eval)
+    v["two_1h_gap"] = back[1][0, 0] - back[1][0, 1]
+    v["two_1h_low"] = back[1][0].min()
+    v["two_2h_split"] = max(min(back[2][0, 0], back[2][1, 1]), min(back[2][1, 0], back[2][0, 1]))
+    fp = {n: runs["fp", n].model.attention_maps(fp_eval)[0] for n in (1, 2)}
+    fpw = np.array([[fp[2][:, h, t, 0].mean(), fp[2][:, h, t, t - 1].mean()] for h in range(2)])
+    v["fp_acc_1h"] = runs["fp", 1].model.accuracy(fp_eval)
+    v["fp_acc_2h"] = runs["fp", 2].model.accuracy(fp_eval)
+    v["fp_2h_split"] = max(fpw[0, 0] + fpw[1, 1], fpw[1, 0] + fpw[0, 1])
+    return {k: float(x) for k, x in v.items()}
+
+
+def evaluation_batches() -> dict:
+    """The notebooks' fixed evaluation batches (the same seeds and sizes as in 07 and 08)."""
+    return {"lib": library_batch(1, 512), "prev": previous_token_batch(1, 512, length=10),
+            "rep": repeat_batch(1, 256, length=20),
+            "periods": {P: repeat_batch(2, 256, length=20, periods=(P, P)) for P in (3, 4, 8, 9, 10, 12, 15)},
+            "two": previous_two_batch(1, 512, length=10), "fp": first_and_previous_batch(1, 512, length=10)}
+
+
+def run(seeds=HELD_OUT, processes: int | None = None) -> dict:
+    """Train every seed's models and measure every claim.
+
+    Returns
+    -------
+    dict
+        ``{"seeds": [...], "values": {value name: [one float per seed]}}``.
+    """
+    evals = evaluation_batches()
+    jobs = {}
+    for seed in seeds:
+        for key, job in {**_library_jobs(seed), **_repeat_jobs(seed)}.items():
+            eval_batch = {"lib": "lib", "prev": "prev", "scale": "lib", "retuned": "lib", "rep": "rep",
+                          "two": "two", "fp": "fp"}[key if isinstance(key, str) else key[0]]
+            key = key if isinstance(key, tuple) else (key,)
+            jobs[(seed, *key)] = dict(job, eval_batch=evals[eval_batch])
+    runs = train_many(jobs, processes=processes)
+    values: dict = {}
+    for seed in seeds:
+        mine = {k[1:] if len(k) > 2 else k[1]: r for k, r in runs.items() if k[0] == seed}
+        for name, x in _measure(seed, mine, evals).items():
+            values.setdefault(name, []).append(x)
+    return {"seeds": list(seeds), "values": values}
+
+
+def summary(result: dict) -> list[dict]:
+    """Per claim: on how many seeds it holds, the range of its value, and its smallest margin."""
+    rows = []
+    for c in CLAIMS:
+        xs = result["values"][c.value]
+        margins = [c.margin(x) for x in xs]
+        rows.append(dict(asdict(c), holds=sum(c.holds(x) for x in xs), seeds=len(xs), low=min(xs),
+                         high=max(xs), margin=min(margins),
+                         keeps_margin=sum(c.holds(x) and c.margin(x) >= c.needed for x in xs)))
+    return rows
+
+
+def stored() -> dict:
+    """The sweep shipped with the package (written by make sweep, copied by make sweep-store)."""
+    text = resources.files("attention_course").joinpath("data/sweep.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Train 07's and 08's models on held-out seeds.")
+    parser.add_argument("--out", required=True, help="where to write the result (JSON)")
+    parser.add_argument("--seeds", type=int, default=len(HELD_OUT), help="how many held-out seeds")
+    args = parser.parse_args(argv)
+    result = run(HELD_OUT[:args.seeds])
+    from threadpoolctl import threadpool_info
+
+    result["kernel"] = [f"{i.get('internal_api')} {i.get('architecture')}" for i in threadpool_info()
+                        if i.get("user_api") == "blas"]
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    for row in summary(result):
+        print(f"{row['notebook']} cell {row['cell']:2d}: holds on {row['holds']:2d}/{row['seeds']}, "
+              f"margin kept on {row['keeps_margin']:2d}; values {row['low']:.3f}..{row['high']:.3f}: "
+              f"{row['text']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
