@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import importlib.util
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_course import optim
 from attention_course.optim import Adam
 
 REF = np.load(Path(__file__).parent / "reference" / "backprop_reference.npz")
@@ -125,8 +123,3 @@ def test_bad_settings_are_named(kwargs, error, words):
     with pytest.raises(error) as info:
         Adam(**kwargs)
     assert words in str(info.value)
-
-
-def test_docstring_examples_run():
-    result = doctest.testmod(optim, extraglobs={"np": np})
-    assert result.attempted >= 3 and result.failed == 0

@@ -18,7 +18,7 @@ from ._validate import (
     nonnegative_int,
     resolve_scale,
 )
-from .softmax import _softmax_scores
+from .softmax import softmax_rows
 
 
 def causal_mask(L: int, S: int | None = None) -> np.ndarray:
@@ -202,26 +202,59 @@ def scaled_dot_product_attention(
     if is_causal:
         mask = causal_mask(q.shape[-2], k.shape[-2])
     q, k, v = (a.astype(cdtype, copy=False) for a in (q, k, v))
-    out, weights = _attend(q, k, v, mask, scale)
+    out, weights = attend_prepared(q, k, v, mask, scale)
     out = out.astype(dtype, copy=False)                               # (..., L, Ev)
     if return_weights:
         return out, weights.astype(dtype, copy=False)
     return out
 
 
-def _attend(q, k, v, mask, scale: float, normalise=_softmax_scores):
+def _softmax_scores(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`~attention_course.softmax.softmax` of scores that attention made and gives up: the
+    weights are written over them, and NaN and +inf are refused from the row maxima."""
+    if scores.size == 0:
+        return scores
+    return softmax_rows(scores, axis, inplace=True, check=True)
+
+
+def attend_prepared(q, k, v, mask, scale: float, normalise=_softmax_scores):
     """The arithmetic of :func:`scaled_dot_product_attention` on inputs it has checked.
 
-    ``q, k, v`` share one float32/float64 dtype; ``mask`` is None, boolean or floating in that
-    dtype; ``scale`` a Python float. ``normalise`` is the row softmax, which may write over the
-    scores it is given: :func:`softmax`'s check and arithmetic here,
-    :func:`attention_course.softmax._softmax_rows` alone in the training loop of
-    :mod:`attention_course.backprop`, which made the inputs itself.
+    :func:`prepare_attention_inputs` (or code that made the inputs itself, such as the training
+    loop of :mod:`attention_course.backprop`) gives what this takes; nothing is checked again.
+
+    Parameters
+    ----------
+    q : ndarray, float32 or float64, shape (..., L, E)
+        Queries.
+    k : ndarray, shape (..., S, E)
+        Keys, in the dtype of ``q``.
+    v : ndarray, shape (..., S, Ev)
+        Values, in the dtype of ``q``. Leading axes of q, k and v broadcast against each other.
+    mask : ndarray of bool or of the dtype of ``q``, broadcastable to (..., L, S), or None
+        Boolean: ``True`` means the key takes part; floating: added to the scaled scores.
+    scale : float
+        Multiplies the scores (``1 / sqrt(E)`` for scaled dot-product attention).
+    normalise : callable
+        ``normalise(scores, axis=-1) -> weights``, the row softmax, which may write over the
+        (..., L, S) scores it is given. By default the checked softmax (NaN or +inf in the scores
+        raise ``ValueError``); the backward pass gives
+        :func:`~attention_course.softmax.softmax_rows` with the options it can promise.
 
     Returns
     -------
-    out : ndarray, shape (..., L, Ev)
-    weights : ndarray, shape (..., L, S)
+    out : ndarray, shape (..., L, Ev), dtype of ``q``
+        Each query's weighted blend of the values; zeros for a query that sees no key.
+    weights : ndarray, shape (..., L, S), dtype of ``q``
+        Rows sum to 1 (0 for fully masked rows).
+
+    Examples
+    --------
+    >>> q = np.array([[1.0, 0.0]]); k = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> v = np.array([[10.0], [20.0]])
+    >>> out, w = attend_prepared(q, k, v, None, 1 / np.sqrt(2))
+    >>> w.round(3), out.round(3)
+    (array([[0.67, 0.33]]), array([[13.302]]))
     """
     scores = q @ np.swapaxes(k, -1, -2)                               # (..., L, S)
     # scores is a new array: scaled, masked and normalised where it lies, one pass each

@@ -33,9 +33,9 @@ from ._validate import (
     positive_int,
     resolve_scale,
 )
-from .attention import _attend, causal_mask, scaled_dot_product_attention
+from .attention import attend_prepared, causal_mask, scaled_dot_product_attention
 from .multihead import merge_heads, split_heads
-from .softmax import _softmax_rows, softmax
+from .softmax import softmax, softmax_rows
 
 __all__ = [
     "attention_backward",
@@ -861,8 +861,8 @@ def _attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=N
     mask = _causal(L, S) if is_causal else attn_mask
     scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
     # Causal or unmasked, every query sees at least one key: no row is all -inf.
-    normalise = partial(_softmax_rows, open_rows=mask is None or is_causal, inplace=True)
-    out, weights = _attend(q, k, v, mask, scale, normalise=normalise)
+    normalise = partial(softmax_rows, open_rows=mask is None or is_causal, inplace=True)
+    out, weights = attend_prepared(q, k, v, mask, scale, normalise=normalise)
     return out, weights, _attention_cache(q, k, v, weights, out.shape, scale)
 
 

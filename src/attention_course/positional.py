@@ -145,24 +145,69 @@ def apply_rotary(x, positions=None, base: float = 10000.0) -> np.ndarray:
     pos = np.arange(L) if positions is None else np.asarray(positions)
     if pos.shape != (L,):
         raise ValueError(f"positions has shape {pos.shape}; it must be (L,) = ({L},)")
-    return _rotate_pairs(x, *_rotary_tables(pos, D, base, x.dtype))
+    return rotate_pairs(x, *rotary_tables(pos, D, base, x.dtype))
 
 
-def _rotary_tables(positions: np.ndarray, D: int, base: float, dtype) -> tuple:
-    """cos and sin of pos · omega_i, each (L, D/2) in ``dtype``: what :func:`apply_rotary` turns by.
+def rotary_tables(positions: np.ndarray, D: int, base: float, dtype) -> tuple:
+    """cos and sin of pos · omega_i: the angles :func:`apply_rotary` turns each feature pair by.
 
     Unchecked; for a caller that rotates many tensors at the same positions (every layer of a
-    model) and makes the tables once.
+    model) and makes the tables once, then turns each tensor with :func:`rotate_pairs`.
+
+    Parameters
+    ----------
+    positions : ndarray of int, shape (L,)
+        The position of each of the L rows to turn.
+    D : int
+        The feature width, even: D/2 pairs with ``omega_i = base ** (-2i / D)`` (:func:`frequencies`).
+    base : float
+        RoPE's base.
+    dtype : data-type
+        That of the tables: the dtype of the tensors they will turn.
+
+    Returns
+    -------
+    c, s : ndarray, shape (L, D/2), ``dtype``
+        ``cos(positions[l] · omega_i)`` and ``sin(positions[l] · omega_i)``.
+
+    Examples
+    --------
+    >>> c, s = rotary_tables(np.array([0, 1, 2]), 4, 10000.0, np.float32)
+    >>> c.shape, c.dtype, bool(np.allclose(c**2 + s**2, 1))
+    ((3, 2), dtype('float32'), True)
     """
     angles = positions[:, None] * frequencies(D, base)[None, :]        # (L, D/2)
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
-def _rotate_pairs(x: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """The rotation of :func:`apply_rotary`, unchecked: x (..., L, D), c and s (L, D/2)."""
-    # the pairs are taken apart once, so that the arithmetic runs on contiguous arrays
-    even = np.ascontiguousarray(x[..., 0::2])                   # (..., L, D/2)
-    odd = np.ascontiguousarray(x[..., 1::2])
+def rotate_pairs(x: np.ndarray, c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The rotation of :func:`apply_rotary`, unchecked: each pair (x[2i], x[2i+1]) turned by its angle.
+
+    Parameters
+    ----------
+    x : ndarray, float, shape (..., L, D)
+        Queries or keys; D even. Not written to.
+    c, s : ndarray, shape (L, D/2)
+        The cosines and sines of the angles, from :func:`rotary_tables`, in the dtype of ``x``.
+
+    Returns
+    -------
+    ndarray, shape (..., L, D), dtype of ``x``
+        ``(x[2i]·c - x[2i+1]·s, x[2i]·s + x[2i+1]·c)`` in every pair.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 0.0], [1.0, 0.0]])                # L = 2 positions, D = 2
+    >>> rotate_pairs(x, *rotary_tables(np.array([0, 1]), 2, 10000.0, x.dtype)).round(3)
+    array([[1.   , 0.   ],
+           [0.54 , 0.841]])
+    """
+    # The pairs are taken apart once, so that the arithmetic runs on contiguous arrays, into copies
+    # that are then used as scratch space (the in-place steps below). A strided slice is copied
+    # anyway; np.ascontiguousarray would return the caller's memory itself when the slice is
+    # already contiguous (D = 2 and every other axis of length 1), and the rotation would write it.
+    even = x[..., 0::2].copy()                                  # (..., L, D/2)
+    odd = x[..., 1::2].copy()
     out = np.empty_like(x)
     first = even * c
     first -= odd * s

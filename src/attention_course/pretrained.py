@@ -30,9 +30,9 @@ vocabulary. Layers, heads and positions count from 0.
 
 Examples
 --------
->>> model = load()                                          # doctest: +SKIP
->>> ids = model.encode("The capital of France is")          # doctest: +SKIP
->>> model.decode([int(model.forward(ids)[-1].argmax())])    # doctest: +SKIP
+>>> model = load()
+>>> ids = model.encode("The capital of France is")
+>>> model.decode([int(model.forward(ids)[-1].argmax())])
 ' Paris'
 """
 
@@ -51,7 +51,7 @@ from ._validate import assume_finite
 from .decoding import KVCache
 from .gguf_file import GGUFError, dequantize, read_gguf
 from .grouped import grouped_query_attention
-from .positional import _rotary_tables, _rotate_pairs
+from .positional import rotary_tables, rotate_pairs
 
 __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
            "forward_flops", "induction_scores", "load", "previous_token_scores",
@@ -335,7 +335,7 @@ class PretrainedModel:
 
     def _rope(self, pos: np.ndarray) -> tuple:
         c = self.config
-        return _rotary_tables(pos, c.d_k, c.rope_base, np.float32)
+        return rotary_tables(pos, c.d_k, c.rope_base, np.float32)
 
     def _projections(self, i, group, names, h):
         """``h @ W.T`` for the matrices ``names`` of layer i, side by side: (T, sum of outs).
@@ -356,7 +356,7 @@ class PretrainedModel:
         qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)            # (T, (H+2G)·d_k)
         heads = qkv.reshape(T, c.H + 2 * c.G, c.d_k).transpose(1, 0, 2)       # (H+2G, T, d_k)
         # queries and keys turn alike: RoPE on the H + G heads at once
-        qk = _rotate_pairs(heads[:c.H + c.G], *rope)
+        qk = rotate_pairs(heads[:c.H + c.G], *rope)
         return qk[:c.H], qk[c.H:], heads[c.H + c.G:]        # (H, T, d_k), (G, T, d_k), (G, T, d_k)
 
     def _block_rest(self, i, x, heads, zero):

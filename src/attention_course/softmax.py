@@ -53,7 +53,7 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
     work = x.astype(np.float32) if x.dtype == np.float16 else x
     if temperature != 1.0:
         work = work / work.dtype.type(temperature)
-    return _softmax_rows(work, axis).astype(x.dtype, copy=False)
+    return softmax_rows(work, axis).astype(x.dtype, copy=False)
 
 
 def _check_scores(x: np.ndarray) -> None:
@@ -67,25 +67,48 @@ def _refuse_nan_and_inf(top) -> None:
         raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
 
 
-def _softmax_scores(scores: np.ndarray, axis: int = -1) -> np.ndarray:
-    """:func:`softmax` of float32/float64 ``scores`` that the caller made and gives up: the
-    weights are written over them, and the check is made on the row maxima the softmax needs
-    anyway. The same numbers as :func:`softmax`, with no other (..., L, S) array."""
-    if scores.size == 0:
-        return scores
-    return _softmax_rows(scores, axis, inplace=True, check=True)
+def softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False,
+                 inplace: bool = False, check: bool = False) -> np.ndarray:
+    """The arithmetic of :func:`softmax` alone, on float32/float64 scores the caller made.
 
+    :func:`softmax` checks and converts its input, then calls this. Code that made the scores
+    itself calls it directly, so that both give the same numbers bit for bit:
+    :func:`~attention_course.attention.attend_prepared` (with ``inplace`` and ``check``) and the
+    training loop of :mod:`attention_course.backprop` (with ``open_rows`` and ``inplace``).
+    Nothing else is checked or converted: no dtype, no temperature, no empty axis.
 
-def _softmax_rows(work: np.ndarray, axis: int = -1, *, open_rows: bool = False,
-                  inplace: bool = False, check: bool = False) -> np.ndarray:
-    """The arithmetic of :func:`softmax` alone, for float32/float64 arrays already checked.
+    Parameters
+    ----------
+    work : ndarray, float32 or float64, shape (..., n)
+        Scores (logits), n >= 1 of them along ``axis``. ``-inf`` means "blocked".
+    axis : int
+        The axis that is normalised (default: the last one, one row per query).
+    open_rows : bool
+        A promise that every row has a finite maximum (finite scores and at least one of them
+        allowed, as under a causal mask): the two guards for rows that are entirely ``-inf`` then
+        change nothing and are left out. A row that breaks the promise gives NaN.
+    inplace : bool
+        Write the weights over ``work``, which the caller gives up, instead of into a new array.
+    check : bool
+        Refuse NaN and +inf as :func:`softmax` does, from the row maxima that the arithmetic needs
+        anyway (skipped inside :func:`~attention_course._validate.assume_finite`).
 
-    :func:`softmax` checks its input and calls this; a training loop that made the scores itself
-    calls it directly (see :mod:`attention_course.backprop`), so both give the same numbers.
-    ``open_rows=True`` promises that every row has a finite maximum (finite scores and at least
-    one key allowed, as under a causal mask): then the two guards for all -inf rows change
-    nothing and are left out, and the result is the same bit for bit. ``inplace=True`` writes
-    the weights over ``work``; ``check=True`` refuses NaN and +inf as :func:`softmax` does.
+    Returns
+    -------
+    ndarray, float32 or float64, shape (..., n)
+        Non-negative weights that sum to 1 along ``axis``; all zeros on a row that is entirely
+        ``-inf``. ``work`` itself when ``inplace``.
+
+    Raises
+    ------
+    ValueError
+        Only with ``check``: ``work`` holds NaN or +inf.
+
+    Examples
+    --------
+    >>> softmax_rows(np.array([[0.0, np.log(3.0)], [-np.inf, -np.inf]]))
+    array([[0.25, 0.75],
+           [0.  , 0.  ]])
     """
     row_max = np.max(work, axis=axis, keepdims=True)
     if check and not finite_assumed():

@@ -55,7 +55,13 @@ import sys
 
 from .. import backprop as bp
 from .. import fast, gradcheck
-from ..attention import causal_mask, padding_mask, scaled_dot_product_attention, sliding_window_mask
+from ..attention import (
+    attend_prepared,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+)
 from ..chunked import online_softmax_attention
 from ..decoding import KVCache, attend_one, decode_causal, merge_softmax_states, softmax_state, state_output
 from ..grouped import GroupedQueryAttention, grouped_query_attention, repeat_kv
@@ -66,6 +72,8 @@ from ..positional import (
     apply_rotary,
     frequencies,
     position_shift_matrix,
+    rotary_tables,
+    rotate_pairs,
     sinusoidal_positional_encoding,
 )
 from ..pretrained import (
@@ -76,19 +84,19 @@ from ..pretrained import (
     previous_token_scores,
 )
 from ..projections import cosine_similarity
-from ..softmax import softmax
+from ..softmax import softmax, softmax_rows
 
 __all__ = ["ALLOWED_EVERYWHERE", "CATEGORIES", "of"]
 
-_ROTARY = (position_shift_matrix, apply_rotary)
+_ROTARY = (position_shift_matrix, apply_rotary, rotary_tables, rotate_pairs)
 
 #: Category name -> the library's callables in it. A class stands for its constructor and its call.
 CATEGORIES: dict[str, tuple] = {
-    "softmax": (softmax, bp.softmax_forward, bp.softmax_cross_entropy),
-    "attention": (scaled_dot_product_attention, fast.fast_attention, online_softmax_attention,
-                  grouped_query_attention, GroupedQueryAttention, MultiHeadAttention,
-                  multi_head_attention_reference, bp.attention_forward, bp.mha_forward,
-                  attend_one, decode_causal, KVCache, PretrainedModel),
+    "softmax": (softmax, softmax_rows, bp.softmax_forward, bp.softmax_cross_entropy),
+    "attention": (scaled_dot_product_attention, attend_prepared, fast.fast_attention,
+                  online_softmax_attention, grouped_query_attention, GroupedQueryAttention,
+                  MultiHeadAttention, multi_head_attention_reference, bp.attention_forward,
+                  bp.mha_forward, attend_one, decode_causal, KVCache, PretrainedModel),
     "online_softmax": (softmax_state, merge_softmax_states, state_output),
     "masks": (causal_mask, padding_mask, sliding_window_mask),
     "positional": (sinusoidal_positional_encoding, frequencies, alibi_bias, *_ROTARY),

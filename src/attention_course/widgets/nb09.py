@@ -65,9 +65,9 @@ class RealModelExplorer(Explorer):
 
     Examples
     --------
-    >>> from attention_course import pretrained                       # doctest: +SKIP
-    >>> ex = RealModelExplorer(pretrained.load(), lang="en")         # doctest: +SKIP
-    >>> ex.compute(sentence="trophy (big)", text="", layer=13, head=8)["weights"].shape  # doctest: +SKIP
+    >>> from attention_course import pretrained
+    >>> ex = RealModelExplorer(pretrained.load(), lang="en")
+    >>> ex.compute(sentence="trophy (big)", text="", layer=13, head=8)["weights"].shape
     (15, 15)
     """
 
