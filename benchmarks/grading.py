@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     print(f"class: {args.students} students × {len(names)} notebooks ({args.lang})")
     start = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "instructor" / "grade.py"), str(submitted),
-                          "--out", str(folder / "course")], capture_output=True, text=True)
+                          "--out", str(folder / "course")], capture_output=True, text=True, encoding="utf-8")
     total = time.perf_counter() - start
     print(run.stdout.strip())
     if run.returncode not in (0, 1):

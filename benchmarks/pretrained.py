@@ -91,13 +91,13 @@ def load_time() -> float:
             "pretrained.load(); print(time.perf_counter() - t)")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                text=True, env=env).stdout)
+                                text=True, encoding="utf-8", env=env).stdout)
 
 
 def rss_growth() -> float:
     code = ("import resource, numpy as np\n"
             "def rss():\n"
-            "    with open('/proc/self/status') as f:\n"
+            "    with open('/proc/self/status', encoding='utf-8') as f:\n"
             "        return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) * 1024\n"
             "before = rss()\n"
             "from attention_course import pretrained\n"
@@ -107,7 +107,7 @@ def rss_growth() -> float:
             "print((peak - before) / 2**30)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                text=True, env=env).stdout)
+                                text=True, encoding="utf-8", env=env).stdout)
 
 
 def main() -> None:
@@ -133,7 +133,7 @@ def main() -> None:
                    PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
         out = subprocess.run([sys.executable, __file__, "--child", str(threads), "--rounds",
                               str(args.rounds), "--sizes", *map(str, args.sizes)],
-                             check=True, capture_output=True, text=True, env=env).stdout
+                             check=True, capture_output=True, text=True, encoding="utf-8", env=env).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     for res in results:
         print(f"{res['threads']}-thread run: {res['torch']}")

@@ -3,7 +3,7 @@
 Each under three masks (none, causal, key padding), then the execution time of every course
 notebook (both languages), the way a learner runs them.
 
-    python benchmarks/run.py                 # the full run (what `make bench` calls)
+    python benchmarks/run.py                 # the full run (what `make bench` calls), into build/bench/
     python benchmarks/run.py --quick         # n = 256, 512 and few repeats (or BENCH_QUICK=1)
     python benchmarks/run.py --variants fast torch   # only these two next to the floor
     python benchmarks/run.py --help          # sizes, repeats, output folder, skipping parts
@@ -77,6 +77,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # The stored run ships inside the library (attention_course.cost.stored_bench reads it), so
 # that notebook 06 finds it wherever the notebook is.
 STORED = ROOT / "src" / "attention_course" / "data"
+# A run writes here, never over the stored run: make bench-store copies it to STORED when it is
+# to replace the stored one.
+OUT = ROOT / "build" / "bench"
 HEADS, D, BATCH = 8, 64, 1
 FULL_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_SIZES = (256, 512)
@@ -284,7 +287,7 @@ def measure_times(sizes, variants, masks, repeats_for, gemm_n, log=print):
 
 def _current_rss_bytes() -> int | None:
     try:
-        with open("/proc/self/statm") as f:
+        with open("/proc/self/statm", encoding="utf-8") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError):
         return None
@@ -292,7 +295,7 @@ def _current_rss_bytes() -> int | None:
 
 def _peak_rss_bytes() -> int:
     try:
-        with open("/proc/self/status") as f:
+        with open("/proc/self/status", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
@@ -305,7 +308,7 @@ def _peak_rss_bytes() -> int:
 def _reset_peak_rss() -> bool:
     """Linux can reset the peak-RSS mark to the current RSS (writing 5 to clear_refs)."""
     try:
-        with open("/proc/self/clear_refs", "w") as f:
+        with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
             f.write("5")
         return True
     except OSError:
@@ -337,7 +340,7 @@ def measure_memory(sizes, variants, log=print):
                 continue
             proc = subprocess.run(
                 [sys.executable, str(Path(__file__).resolve()), "--memory-child", name, str(n)],
-                capture_output=True, text=True, check=False,
+                capture_output=True, text=True, encoding="utf-8", check=False,
             )
             if proc.returncode != 0:
                 log(f"  memory of {name} at n = {n} failed:\n{proc.stderr.strip()}")
@@ -715,7 +718,7 @@ def parse_args(argv):
                    help="what to time (default: all four; the floor is always measured)")
     p.add_argument("--repeats", type=int, help="rounds per n (default: more for small n)")
     p.add_argument("--out", type=Path, help="folder for bench_attention_{en,zh}.{md,png} "
-                   "(default src/attention_course/data/ in a full run)")
+                   "(default build/bench/ in a full run; make bench-store stores them)")
     p.add_argument("--no-torch", action="store_true", help="leave PyTorch out (BENCH_NO_TORCH=1)")
     p.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
     p.add_argument("--no-attention", action="store_true", help="only time the notebooks")
@@ -739,7 +742,7 @@ def main(argv=None) -> int:
         masks = tuple(m for m in MASKS if m in args.masks)
         repeats_for = (lambda n: args.repeats) if args.repeats else (
             (lambda n: 3) if args.quick else default_repeats)
-        out_dir = args.out if args.out else (None if args.quick else STORED)
+        out_dir = args.out if args.out else (None if args.quick else OUT)
         with_torch = "torch" in args.variants and not args.no_torch and torch_available()
         variants = [v for v in VARIANTS if v in args.variants and (v != "torch" or with_torch)]
         import attention_course

@@ -1,6 +1,7 @@
 """One training step of notebooks 07 and 08's models: NumPy (attention_course.backprop) next to PyTorch.
 
-    python benchmarks/training.py            # writes figures/bench_training.md
+    python benchmarks/training.py            # writes build/bench/bench_training.md (make bench-store
+                                             # copies it to figures/)
     python benchmarks/training.py --quick    # fewer rounds, prints only
 
 Method
@@ -34,6 +35,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# A run writes here, never over the stored table: make bench-store copies it to figures/.
+OUT = ROOT / "build" / "bench" / "bench_training.md"
 UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 if any(k in os.environ for k in UNSET) and __name__ == "__main__":
@@ -234,11 +237,11 @@ def main(argv=None) -> int:
     print(body)
     print("\n".join(verdicts))
     if not args.quick:
-        out = ROOT / "figures" / "bench_training.md"
-        out.write_text("# One training step: NumPy next to PyTorch · 一步训练：NumPy 与 PyTorch 对照\n\n"
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text("# One training step: NumPy next to PyTorch · 一步训练：NumPy 与 PyTorch 对照\n\n"
                        + "\n".join(f"- {h}" for h in header) + "\n\n" + body + "\n\n"
                        + "\n".join(verdicts) + "\n", encoding="utf-8")
-        print(f"wrote {out.relative_to(ROOT)}")
+        print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 
 

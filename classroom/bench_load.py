@@ -83,7 +83,7 @@ class Sampler(threading.Thread):
 
 
 def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["uptime"], capture_output=True, text=True, encoding="utf-8").stdout.strip()
 
 
 def seconds(s: float | None) -> str:
@@ -101,7 +101,8 @@ def one_round(n: int, cells: dict[str, list[str]]) -> dict:
     learners = []
     try:
         names = [users.add(f"s{i:02d}") for i in range(n)]
-        uids = {int(subprocess.run(["id", "-u", u], capture_output=True, text=True, check=True).stdout)
+        uids = {int(subprocess.run(["id", "-u", u], capture_output=True, text=True, encoding="utf-8",
+                                   check=True).stdout)
                 for u in names}
         teacher = users.add("teach")   # the hub's admin; not logged in
         for i, name in enumerate(names):   # the notebook each student runs, in their home
@@ -197,7 +198,8 @@ def main() -> int:
           f" one {args.machine_gib:g} GiB machine, {args.reserve_gib:g} GiB kept for the system and the hub,"
           f" holds {fits} such students in memory")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(rows=rows, per_student_mib=worst, fits=fits), indent=1))
+        Path(args.json).write_text(json.dumps(dict(rows=rows, per_student_mib=worst, fits=fits), indent=1),
+                                   encoding="utf-8")
     return 1 if any(r["failures"] for r in rows) else 0
 
 

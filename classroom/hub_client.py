@@ -67,7 +67,7 @@ class Users:
         for name in self.names:
             try:
                 uids.add(int(subprocess.run(["id", "-u", name], capture_output=True, text=True,
-                                            check=True).stdout))
+                                            encoding="utf-8", check=True).stdout))
             except (subprocess.CalledProcessError, ValueError):
                 pass
         procs = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real in uids]
@@ -119,7 +119,7 @@ class Hub:
     def start(self, timeout: float = 60) -> float:
         """Start the hub; return the seconds until its API answered."""
         t0 = time.monotonic()
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "w", encoding="utf-8")
         self.proc = subprocess.Popen(
             [str(VENV / "bin" / "jupyterhub"), "-f", str(HERE / "jupyterhub_config.py")],
             cwd=self.state, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -137,14 +137,14 @@ class Hub:
 
     def log_tail(self, n: int = 40) -> str:
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:])
         except OSError:
             return ""
 
     def log_lines(self, pattern: str, n: int = 40) -> list[str]:
         """The last ``n`` lines of the hub's log (the servers' too) that match ``pattern``."""
         try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return []
         return [line[:300] for line in lines if re.search(pattern, line)][-n:]

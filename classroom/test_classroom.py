@@ -188,7 +188,7 @@ def run_nbgrader(args: list[str]) -> str:
     return textwrap.dedent(f"""
         import os, subprocess
         os.chdir(os.path.expanduser("~"))
-        _r = subprocess.run({["nbgrader", *args]!r}, capture_output=True, text=True)
+        _r = subprocess.run({["nbgrader", *args]!r}, capture_output=True, text=True, encoding="utf-8")
         print(_r.stdout + _r.stderr)
         assert _r.returncode == 0, "nbgrader {' '.join(args)} exited " + str(_r.returncode)
     """)
@@ -389,7 +389,7 @@ def main() -> int:
                   f"{again} {lost.kernel_losses}")
             lost.kernel_losses.clear()   # planted: only the losses nobody planted are reported
             which = subprocess.run(["runuser", "-l", student["blank"], "-c", "command -v nbgrader alembic"],
-                                   capture_output=True, text=True)
+                                   capture_output=True, text=True, encoding="utf-8")
             check(which.returncode == 0 and len(which.stdout.split()) == 2,
                   "nbgrader and alembic are on a student's PATH in a login shell outside the hub too",
                   which.stdout + which.stderr)
@@ -442,7 +442,7 @@ def main() -> int:
                                      "--user", student[role], "--password", hub.student_password,
                                      "--assignment", "01-en", "--shots", str(shots)],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
+                                    encoding="utf-8", start_new_session=True)
             children.append(proc)
             try:
                 stdout, stderr = proc.communicate(timeout=600)
@@ -630,9 +630,9 @@ def main() -> int:
             out, err = instr.run(instructor_code(clone, """
                 import subprocess
                 r = subprocess.run(["nbgrader", "export", "--to=course/grades.csv"],
-                                   capture_output=True, text=True)
+                                   capture_output=True, text=True, encoding="utf-8")
                 assert r.returncode == 0, r.stdout + r.stderr
-                print("RESULT " + json.dumps(open("course/grades.csv").read()))
+                print("RESULT " + json.dumps(open("course/grades.csv", encoding="utf-8").read()))
             """), timeout=300)
             grades = result_line(out, "RESULT")
             rows = list(csv.DictReader(io.StringIO(grades or "")))
@@ -682,7 +682,8 @@ def main() -> int:
             # The names are unguessable (timestamp + random string), but not protected: told a name,
             # anyone reads it. The guide says so; this keeps the guide true.
             a_sub = next(p for p in inbound.iterdir() if p.name.startswith(sa.name + "+01-en+"))
-            out, err = sb.run(f"print(open({str(a_sub / notebook_of('01-en').name)!r}).read()[:1])")
+            out, err = sb.run(f"print(open({str(a_sub / notebook_of('01-en').name)!r}, encoding='utf-8')"
+                              ".read()[:1])")
             check(out.strip() == "{", "documented limit: a student told the folder name of another's"
                   " submission can read it (files 0644 in a folder 0777)", out + str(err))
             # A submission made in another student's name: nbgrader records it under that name.
@@ -730,7 +731,8 @@ def main() -> int:
                 except OSError:
                     pass
         left = [n for n in users.names]
-        leftover = subprocess.run(["getent", "passwd"], capture_output=True, text=True).stdout
+        leftover = subprocess.run(["getent", "passwd"], capture_output=True, text=True,
+                                  encoding="utf-8").stdout
         check(users.prefix not in leftover and not left, "clean-up: hub stopped, users and homes removed")
         STAGES.append(("clean-up", time.monotonic() - t0))
 

@@ -20,8 +20,13 @@ LANG = "@LANG@"
 TEXT = {
     "en": {
         "library": "attention_course {version} imported from {path}",
-        "no_library": "the library attention_course does not import ({error}): run make test again, "
-                      "or reinstall with: rm -rf .venv && make test",
+        # Both forms: Windows' shells cannot run the POSIX one (Command Prompt has no rm, Windows
+        # PowerShell 5 no &&).
+        "no_library": "the library attention_course does not import ({error}): run make test again; "
+                      "if it still fails, delete the folder .venv and set it up again. "
+                      "macOS, Linux: rm -rf .venv && make test. Windows: rmdir /s /q .venv "
+                      "(Command Prompt) or Remove-Item -Recurse -Force .venv (PowerShell), then the "
+                      "steps of README.md without make.",
         "line": "{status:<5} {name}  {seconds:5.1f} s  {n} check cells: {todo} not answered yet "
                 "(NotImplementedError), {passed} passed, {wrong} rejected your answer",
         "ok": "ok", "fail": "FAIL",
@@ -31,8 +36,10 @@ TEXT = {
     },
     "zh": {
         "library": "已导入 attention_course {version}，位置：{path}",
-        "no_library": "无法导入课程库 attention_course（{error}）：请重新运行 make test，"
-                      "或者重新安装：rm -rf .venv && make test",
+        "no_library": "无法导入课程库 attention_course（{error}）：请重新运行 make test；"
+                      "还是不行的话，删除文件夹 .venv 后重新安装。macOS、Linux：rm -rf .venv && make test。"
+                      "Windows：rmdir /s /q .venv（命令提示符）或 Remove-Item -Recurse -Force .venv"
+                      "（PowerShell），然后按 README.zh-CN.md 里不用 make 的步骤安装。",
         "line": "{status:<5} {name}  {seconds:5.1f} 秒  检查单元格 {n} 个：未作答 {todo} 个"
                 "（NotImplementedError），已通过 {passed} 个，答案未通过 {wrong} 个",
         "ok": "正常", "fail": "出错",

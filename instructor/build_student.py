@@ -14,6 +14,8 @@ tests go, check cells are locked and outputs are cleared.
     LICENSE-CONTENT      the licence of the notebooks' text and the figures (CC BY-SA 4.0)
     Makefile             from handout/Makefile
     check_install.py     what make test runs (from handout/check_install.py)
+    check_python.py      the interpreter check make lab, make test and the route without make run
+                         before .venv exists (maintainer/check_python.py, as it is)
     requirements.txt     the learner's requirements, the library as the wheel below
     wheels/attention_course-<version>+src.<hash>-py3-none-any.whl   the whole library, from src/
     notebooks/<lang>/    the student notebooks
@@ -49,6 +51,8 @@ TEMPLATES = ROOT / "handout"
 # The same two README names as the repository's, both in every hand-out.
 READMES = ("README.md", "README.zh-CN.md")
 LICENSES = ("LICENSE", "LICENSE-CONTENT")
+# One interpreter check for the repository's Makefile and the hand-out's: the same bounds in both.
+CHECK_PYTHON = ROOT / "maintainer" / "check_python.py"
 SKIP = shutil.ignore_patterns("*.egg-info", "__pycache__", "*.pyc")
 
 
@@ -182,6 +186,7 @@ def build(out: Path, langs=LANGS, numbers: list[str] | None = None) -> dict[str,
                 (target / name).write_text(fill(text, lang, notebooks), encoding="utf-8")
             for name in LICENSES:
                 shutil.copy2(ROOT / name, target / name)
+            shutil.copy2(CHECK_PYTHON, target / CHECK_PYTHON.name)
             written[lang] = target
     return written
 

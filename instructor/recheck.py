@@ -482,7 +482,7 @@ def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
     try:
         run = subprocess.run([python, str(Path(__file__).resolve()), "--worker"], input=json.dumps(job),
-                             capture_output=True, text=True, timeout=timeout, env=env)
+                             capture_output=True, text=True, encoding="utf-8", timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         result.error = f"the re-check took longer than {timeout:g} s"
         return result

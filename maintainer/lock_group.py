@@ -29,7 +29,7 @@ def main(group: str, python: str) -> int:
     run = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "--dry-run",
                           "--ignore-installed", "--quiet", "--report", "-", "-c", str(lock),
                           "--group", f"{ROOT / 'pyproject.toml'}:{group}"],
-                         capture_output=True, text=True, cwd=ROOT)
+                         capture_output=True, text=True, encoding="utf-8", cwd=ROOT)
     if run.returncode != 0:
         sys.stderr.write(run.stderr)
         return run.returncode

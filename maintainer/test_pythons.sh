@@ -131,7 +131,8 @@ for i in "${!found[@]}"; do
     fi
     echo "test-pythons: the unit tier on $("build/py$v/bin/python" --version)"
     began=$SECONDS
-    if "build/py$v/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
+    # EncodingWarning on, in pytest-xdist's workers too; pyproject.toml makes it an error in our code
+    if PYTHONWARNDEFAULTENCODING=1 "build/py$v/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
             -m "not slow and not integration and not browser" tests src; then
         echo "test-pythons: Python $v passed in $((SECONDS - began)) s"
     else

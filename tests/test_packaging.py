@@ -124,7 +124,8 @@ def test_one_version_source():
     version = PROJECT["version"]
     init = (ROOT / "src" / "attention_course" / "__init__.py").read_text(encoding="utf-8")
     assert not re.search(r"__version__\s*=\s*['\"]\d+\.\d", init), "the version: pyproject.toml only"
-    assert re.search(rf'^version: "{re.escape(version)}"$', (ROOT / "CITATION.cff").read_text(), re.M)
+    citation = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    assert re.search(rf'^version: "{re.escape(version)}"$', citation, re.M)
     assert f"## {version}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert isinstance(attention_course.__version__, str) and attention_course.__version__
 
@@ -132,7 +133,7 @@ def test_one_version_source():
 def test_requires_python_is_what_is_tested():
     spec = PROJECT["requires-python"]
     assert spec == ">=3.10,<3.14"
-    script = (ROOT / "maintainer" / "test_pythons.sh").read_text()
+    script = (ROOT / "maintainer" / "test_pythons.sh").read_text(encoding="utf-8")
     tested = re.search(r"VERSIONS=\(([\d. ]+)\)", script).group(1)
     assert tested.split() == ["3.10", "3.11", "3.12", "3.13"]
     for page in ("README.md", "README.zh-CN.md", "handout/README.md", "handout/README.zh-CN.md"):
@@ -142,8 +143,9 @@ def test_requires_python_is_what_is_tested():
 def test_both_licences_are_named_shipped_and_in_the_metadata():
     assert PROJECT["license-files"] == ["LICENSE", "LICENSE-CONTENT"]
     assert "MIT" in PROJECT["license"] and "CC-BY-SA-4.0" in PROJECT["license"]
-    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
-    assert "Attribution-ShareAlike 4.0 International" in (ROOT / "LICENSE-CONTENT").read_text()
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    content_licence = (ROOT / "LICENSE-CONTENT").read_text(encoding="utf-8")
+    assert "Attribution-ShareAlike 4.0 International" in content_licence
     for page, names in (("README.md", ("MIT", "CC BY-SA 4.0")), ("README.zh-CN.md", ("MIT", "CC BY-SA 4.0")),
                         ("handout/README.md", ("MIT", "CC BY-SA 4.0")),
                         ("handout/README.zh-CN.md", ("MIT", "CC BY-SA 4.0"))):
@@ -172,16 +174,43 @@ def test_every_install_route_installs_the_model_wheel_apart(route):
 READMES = ["README.md", "README.zh-CN.md", "handout/README.md", "handout/README.zh-CN.md"]
 
 
+def route_blocks(text: str) -> dict[str, list[str]]:
+    """The route without make's code blocks by fence (bat: Windows, bash: macOS and Linux), as lines."""
+    start = text.index("### Without make") if "### Without make" in text else text.index("### 不用 make")
+    section = text[start:text.index("\n## ", start)]
+    return {fence: block.strip().splitlines()
+            for fence, block in re.findall(r"```(\w+)\n(.*?)```", section, re.S)}
+
+
+def as_posix(windows_line: str) -> str:
+    """A line of the Windows block as macOS and Linux write it: python3, forward slashes."""
+    line = windows_line.replace(".venv\\Scripts\\python", ".venv/bin/python")
+    if line.startswith("python "):
+        return "python3 " + line.removeprefix("python ").replace("\\", "/")
+    return line
+
+
 @pytest.mark.parametrize("page", READMES)
 def test_every_readme_gives_the_route_without_make(page):
     text = (ROOT / page).read_text(encoding="utf-8")
     other = {"README.md": "README.zh-CN.md", "README.zh-CN.md": "README.md"}[Path(page).name]
     assert f"]({other}" in text, f"{page} links to {other}"
     assert "make lab" in text and "make test" in text
-    top = text[:text.index("make test") + 2000]   # near the top, with the two commands
-    for command in ("python -m venv .venv", ".venv\\Scripts\\activate", "source .venv/bin/activate",
-                    "python -m pip install -r requirements.txt", "jupyter lab"):
-        assert command in top, f"{page}: {command}"
+    assert "sudo apt install python3-venv" in text, f"{page}: Debian's venv package"
+    blocks = route_blocks(text)
+    assert set(blocks) == {"bat", "bash"}, f"{page}: one block for Windows, one for macOS and Linux"
+    posix = blocks["bash"]
+    # The interpreter is checked before the venv exists; then nothing is activated (PowerShell's
+    # default execution policy blocks Activate.ps1): every command names the venv's Python.
+    assert posix[0].startswith("python3 ") and posix[0].endswith("check_python.py"), page
+    assert posix[1] == "python3 -m venv .venv", page
+    assert all(line.startswith(".venv/bin/python -m ") for line in posix[2:]), page
+    assert ".venv/bin/python -m pip install -r requirements.txt" in posix
+    # -m jupyterlab, not -m jupyter lab: jupyter looks its subcommand up on PATH before the venv's
+    # own scripts, and would start another installation's JupyterLab where there is one.
+    assert posix[-1].startswith(".venv/bin/python -m jupyterlab --ServerApp.root_dir=notebooks")
+    assert [as_posix(line) for line in blocks["bat"]] == posix, f"{page}: the same steps on Windows"
+    assert "Scripts\\activate" not in text and "bin/activate" not in text, page
     for switched_off in ("token=''", 'token=""', "--IdentityProvider.token", "password=",
                          "--NotebookApp.token"):
         assert switched_off not in text, f"{page}: the token stays on"
@@ -212,7 +241,8 @@ def test_make_help_describes_every_target():
 @pytest.mark.integration
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_help_prints_the_descriptions():
-    run = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, encoding="utf-8",
+                         timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("make help:") and "make test-fast:" in run.stdout and "##" not in run.stdout
 
@@ -229,7 +259,7 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                           "--no-build-isolation", "--disable-pip-version-check",
                           "--wheel-dir", str(tmp_path / "wheels"), str(tree)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, encoding="utf-8", timeout=300)
     assert run.returncode == 0, run.stderr
     wheel = next((tmp_path / "wheels").glob("attention_course-*.whl"))
     import zipfile
@@ -248,7 +278,8 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
     python = tmp_path / "venv" / "bin" / "python"
     alone = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     run = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          str(wheel)], capture_output=True, text=True, timeout=900, env=alone)
+                          str(wheel)], capture_output=True, text=True, encoding="utf-8", timeout=900,
+                         env=alone)
     assert run.returncode == 0, run.stdout + run.stderr
     draw = (
         "import warnings; warnings.filterwarnings('error', message='.*[Gg]lyph')\n"
@@ -263,8 +294,8 @@ def test_the_wheel_alone_in_a_fresh_venv_draws_a_chinese_figure(tmp_path):
         "assert stored_bench('zh').png[:4] == b'\\x89PNG' and '直接公式' in stored_bench('zh').text\n"
         "import attention_course, os; print(attention_course.__file__)\n"
     )
-    run = subprocess.run([str(python), "-c", draw], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env=alone)
+    run = subprocess.run([str(python), "-c", draw], cwd=tmp_path, capture_output=True, text=True,
+                         encoding="utf-8", timeout=300, env=alone)
     assert run.returncode == 0, run.stdout + run.stderr
     assert str(tmp_path / "venv") in run.stdout, "the library came from the new venv"
     assert (tmp_path / "zh.png").stat().st_size > 1000
@@ -276,14 +307,14 @@ def test_the_handouts_wheel_version_follows_the_library(tmp_path):
     build = load_tool("build_student")
     src = tmp_path / "src" / "attention_course"
     src.mkdir(parents=True)
-    (src / "a.py").write_text("x = 1\n")
+    (src / "a.py").write_text("x = 1\n", encoding="utf-8")
     pyproject = 'name = "attention_course"\nversion = "0.1.0"\n'
     first = build.local_version(pyproject, tmp_path / "src")
     assert re.search(r'^version = "0\.1\.0\+src\.[0-9a-f]{8}"$', first, re.M), first
     (src / "__pycache__").mkdir()
     (src / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
     assert build.local_version(pyproject, tmp_path / "src") == first
-    (src / "a.py").write_text("x = 2\n")
+    (src / "a.py").write_text("x = 2\n", encoding="utf-8")
     assert build.local_version(pyproject, tmp_path / "src") != first
     with pytest.raises(RuntimeError, match="version"):
         build.local_version('name = "x"\n', tmp_path / "src")

@@ -48,7 +48,8 @@ def test_each_language_is_one_self_contained_folder(handout, lang):
     folder = handout / lang
     top = {p.name for p in folder.iterdir()}
     assert top == {"README.md", "README.zh-CN.md", "LICENSE", "LICENSE-CONTENT", "Makefile",
-                   "check_install.py", "requirements.txt", "wheels", "notebooks"}
+                   "check_install.py", "check_python.py", "requirements.txt", "wheels", "notebooks"}
+    assert (folder / "check_python.py").read_bytes() == (ROOT / "maintainer" / "check_python.py").read_bytes()
     assert [p.name for p in (folder / "notebooks").iterdir()] == [lang]
     assert sorted(p.name for p in (folder / "notebooks" / lang).iterdir()) == names(lang)
     readme = (folder / "README.md").read_text(encoding="utf-8")
@@ -164,10 +165,11 @@ def dry_run(folder: Path, target: str, uid: int, tmp_path: Path) -> str:
     """`make -n target` with `id -u` answering ``uid``."""
     shim = tmp_path / f"bin{uid}"
     shim.mkdir(exist_ok=True)
-    (shim / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (shim / "id").write_text(f"#!/bin/sh\necho {uid}\n", encoding="utf-8")
     (shim / "id").chmod(0o755)
     env = dict(os.environ, PATH=f"{shim}{os.pathsep}{os.environ['PATH']}")
-    run = subprocess.run(["make", "-n", target], cwd=folder, env=env, capture_output=True, text=True)
+    run = subprocess.run(["make", "-n", target], cwd=folder, env=env, capture_output=True, text=True,
+                         encoding="utf-8")
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -192,7 +194,7 @@ def test_building_the_library_prints_no_deprecation_warning(tmp_path):
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
                           "--disable-pip-version-check", "--wheel-dir", str(tmp_path / "wheels"), str(tree)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, encoding="utf-8", timeout=300)
     assert run.returncode == 0, run.stderr
     assert list((tmp_path / "wheels").glob("attention_course-*.whl"))
     assert "Deprecat" not in run.stdout + run.stderr, run.stdout + run.stderr

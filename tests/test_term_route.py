@@ -94,7 +94,7 @@ class Class:
         # the route says `source .venv/bin/activate`: here that puts this interpreter's nbgrader on PATH
         (root / ".venv" / "bin").mkdir(parents=True)
         (root / ".venv" / "bin" / "activate").write_text(
-            f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+            f'export PATH="{Path(sys.executable).parent}:$PATH"\n', encoding="utf-8")
         (root / "roster.csv").write_text("id,first_name,last_name,email,lms_user_id\n"
                                          "alice,Alice,Liu,alice@example.org,1001\n"
                                          "bob,Bo,Wang,bob@example.org,1002\n"
@@ -107,7 +107,7 @@ class Class:
         script += (f"A={assignment}\n" if assignment else "") + "\n".join(commands)
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
         run = subprocess.run(["bash", "-c", script], cwd=self.root, capture_output=True, text=True,
-                             timeout=300, env=env)
+                             encoding="utf-8", timeout=300, env=env)
         self.log.append(run.stdout + run.stderr)
         assert run.returncode == 0, f"{commands}\n{run.stdout}\n{run.stderr}"
 

@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = REPO / "figures"
+# The browser test's screenshots: never over the stored ones in figures/ (make screenshots).
+SCREENSHOTS = REPO / "build" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, and nothing that reaches past this machine: no QUIC, no component or sync traffic.
 CHROMIUM_ARGS = [
@@ -100,11 +102,11 @@ class LabServer:
         shutil.copy(OVERRIDES, labconfig / "default_setting_overrides.json")
         # The learner's set has no nbgrader (an instructor tool): the test shows the learner's lab.
         (labconfig / "page_config.json").write_text(json.dumps(
-            {"disabledExtensions": {"@jupyter/nbgrader": True}}))
+            {"disabledExtensions": {"@jupyter/nbgrader": True}}), encoding="utf-8")
         (dirs["config"] / "jupyter_server_config.json").write_text(json.dumps(
             {"ServerApp": {"jpserver_extensions": {
                 f"nbgrader.server_extensions.{name}": False for name in
-                ("formgrader", "validate_assignment", "assignment_list", "course_list")}}}))
+                ("formgrader", "validate_assignment", "assignment_list", "course_list")}}}), encoding="utf-8")
         env = dict(os.environ)
         env.update(
             JUPYTER_CONFIG_DIR=str(dirs["config"]),
@@ -174,7 +176,7 @@ class LabServer:
 
     def log_tail(self, n: int = 40) -> str:
         try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return ""
         return "\n".join(lines[-n:])

@@ -7,7 +7,8 @@ each time; then drag every slider fast with the mouse, back and forth, and check
 picture it ends on is the one of its final value (the same bytes as after stepping one notch
 away and back; no time is asserted). Then: no error or stderr output on the page, nothing in the
 log console (where a traceback raised inside a widget callback lands), no browser console error.
-A screenshot per notebook goes to figures/screenshot_<lang>_<NN>.png.
+A screenshot per passing notebook goes to build/screenshots/screenshot_<lang>_<NN>.png; make
+screenshots copies them into figures/, where the READMEs show them.
 
 The last test runs a deliberately broken widget through the same checks, so the checks are
 known to catch what they are meant to catch.
@@ -21,8 +22,8 @@ import shutil
 import nbformat
 import pytest
 from labdriver import (
-    FIGURES,
     REPO,
+    SCREENSHOTS,
     course_notebooks,
     exercise_notebook,
     in_ci,
@@ -53,10 +54,10 @@ def test_notebook_widgets_work_in_browser(notebook, page, lab, work_dir, record_
     if run.problems:
         pytest.fail(f"{notebook} in the browser:\n  " + "\n  ".join(run.problems)
                     + f"\n(screenshot: {shot}; JupyterLab log: {lab.log_path})", pytrace=False)
-    # Only a passing course notebook's screenshot replaces the one the README shows.
+    # Only a passing course notebook's screenshot is offered for the README (make screenshots).
     if notebooks_dir() == REPO / "notebooks":
-        FIGURES.mkdir(exist_ok=True)
-        shutil.copy(shot, FIGURES / shot.name)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, SCREENSHOTS / shot.name)
 
 
 BROKEN = '''\
