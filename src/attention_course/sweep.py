@@ -153,6 +153,58 @@ CLAIMS = (
 )
 
 
+#: The claims' wording in the Chinese notebooks (08).
+CLAIMS_ZH = {
+    "loss flat by the rule (|Δ| / step-0 loss < 0.02)":
+        "按规则损失已不再下降（|Δ| / 第 0 步损失 < 0.02）",
+    "2 layers: accuracy ≥ 0.95":
+        "两层：准确率 ≥ 0.95",
+    "1 layer: accuracy ≤ 0.75":
+        "一层：准确率 ≤ 0.75",
+    "2 layers: accuracy ≥ 0.8 at every period":
+        "两层：每个周期上准确率 ≥ 0.8",
+    "1 layer: accuracy ≤ 0.05 at periods 9 and 10":
+        "一层：周期 9 和 10 上准确率 ≤ 0.05",
+    "layer 0: weight one back ≥ 0.7 at positions 1..7":
+        "层 0：位置 1..7 上给前一个词的权重 ≥ 0.7",
+    "layer 0: weight one back ≤ 0.5 at position 9":
+        "层 0：位置 9 上给前一个词的权重 ≤ 0.5",
+    "layer 0: weight one back ≤ 0.15 on average at 10..19":
+        "层 0：位置 10..19 上给前一个词的权重平均 ≤ 0.15",
+    "layer 1: weight on earlier copies of the next token ≥ 0.8":
+        "层 1：给下一个词前面几次出现的权重 ≥ 0.8",
+    "2 layers without layer 1's head: accuracy ≤ 0.1":
+        "两层，去掉层 1 的头：准确率 ≤ 0.1",
+    "2 layers without layer 0's head: accuracy ≤ 0.35":
+        "两层，去掉层 0 的头：准确率 ≤ 0.35",
+    "1 layer without either head: at least half of its accuracy":
+        "一层，去掉任一个头：至少保住一半准确率",
+    "K-composition: every row's largest score on the diagonal":
+        "K 组合表：每一行的最大分数都在对角线上",
+    "direct table: at most 2 rows on the diagonal":
+        "直接的表：最多 2 行的最大分数在对角线上",
+    "mean loss of steps 20-59 ≥ 2.0":
+        "第 20-59 步的平均损失 ≥ 2.0",
+    "from below 2.0 to below 0.5 within 60 steps":
+        "从低于 2.0 到低于 0.5 不超过 60 步",
+    "two-token, 1 head: accuracy ≥ 0.95":
+        "“前两个词”，一个头：准确率 ≥ 0.95",
+    "two-token, 2 heads: accuracy ≥ 0.95":
+        "“前两个词”，两个头：准确率 ≥ 0.95",
+    "1 head: more weight 1 back than 2 back":
+        "一个头：给前 1 个词的权重多于前 2 个",
+    "1 head: ≥ 0.2 on each of 1 and 2 back":
+        "一个头：前 1 个和前 2 个词各得 ≥ 0.2",
+    "2 heads: one head ≥ 0.8 on 1 back, the other on 2 back":
+        "两个头：一个头给前 1 个词 ≥ 0.8，另一个给前 2 个",
+    "first and previous, 2 heads: accuracy ≥ 0.9":
+        "“第一个词和前一个词”，两个头：准确率 ≥ 0.9",
+    "first and previous, 1 head: below the criterion (0.9)":
+        "“第一个词和前一个词”，一个头：低于标准（0.9）",
+    "2 heads: one on token 0, the other one back (sum ≥ 1.6)":
+        "两个头：一个看第 0 个词，另一个看前一个词（和 ≥ 1.6）",
+}
+
 def _library_jobs(seed: int) -> dict:
     """07's jobs for one seed, with the notebook's settings."""
     lib = partial(library_batch, batch_size=64)
@@ -327,6 +379,42 @@ def summary(result: dict) -> list[dict]:
                          high=max(xs), margin=min(margins),
                          keeps_margin=sum(c.holds(x) and c.margin(x) >= c.needed for x in xs)))
     return rows
+
+
+def table(notebook: str, lang: str = "en", result: dict | None = None) -> str:
+    """On how many held-out seeds each of a notebook's claims held, as lines to print.
+
+    Parameters
+    ----------
+    notebook : str
+        ``"07"`` or ``"08"``.
+    lang : {"en", "zh"}
+        The language of the lines (the Chinese wording of 08's claims is in :data:`CLAIMS_ZH`).
+    result : dict, optional
+        A sweep's result (default: the stored one, :func:`stored`).
+
+    Examples
+    --------
+    >>> print(table("08").splitlines()[0])        # doctest: +ELLIPSIS
+    On 12 seeds no notebook trains (100-111), with OpenBLAS's ... kernel:
+    """
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be 'en' or 'zh'; got {lang!r}")
+    mine = [c for c in CLAIMS if c.notebook == notebook]
+    if not mine:
+        raise ValueError(f"notebook must be one of {sorted({c.notebook for c in CLAIMS})}; got {notebook!r}")
+    result = stored() if result is None else result
+    seeds, kernel = result["seeds"], ", ".join(k.split()[-1] for k in result.get("kernel", []))
+    span = f"{seeds[0]}-{seeds[-1]}"
+    if lang == "zh":
+        lines = [f"在 {len(seeds)} 个没有哪本笔记本用过的种子（{span}）上，OpenBLAS 的 {kernel} 内核："]
+    else:
+        lines = [f"On {len(seeds)} seeds no notebook trains ({span}), with OpenBLAS's {kernel} kernel:"]
+    for c in mine:
+        held = sum(c.holds(x) for x in result["values"][c.value])
+        text = CLAIMS_ZH[c.text] if lang == "zh" else c.text
+        lines.append(f"  {held:2d} / {len(seeds)}  {text}")
+    return "\n".join(lines)
 
 
 def stored() -> dict:
