@@ -239,20 +239,6 @@ def _repeat_jobs(seed: int) -> dict:
     return jobs
 
 
-def _right_book_gradient(model: LibraryModel, batch) -> np.ndarray:
-    """|∂ℓ/∂z| of the matching book's score, each shelf's own loss: shape (B,) (07 §4)."""
-    from . import backprop as bp
-
-    P = model.params
-    logits, A, _ = model.forward(batch)                                  # A: (B, 1, n_books)
-    _, dlogits = bp.softmax_cross_entropy(logits, batch.targets)
-    dout = len(logits) * dlogits @ P["W_U"].T                            # (B, d_k)
-    v = (P["key_embed"][batch.keys] + P["value_embed"][batch.values]) @ P["W_V"]   # (B, n_books, d_k)
-    dA = np.einsum("bd,bnd->bn", dout, v)
-    dZ = A[:, 0] * (dA - (dA * A[:, 0]).sum(axis=-1, keepdims=True))
-    return np.abs(dZ[np.arange(len(logits)), batch.answer_book])
-
-
 def _measure(seed: int, runs: dict, evals: dict) -> dict:
     """Every claim's value for one seed, from its trained runs."""
     v = {}
@@ -285,7 +271,7 @@ def _measure(seed: int, runs: dict, evals: dict) -> dict:
     flat, norm = {}, {}
     for scale in (True, False):
         model = LibraryModel(d_model=64, d_k=64, scale=scale, seed=seed)
-        flat[scale] = (_right_book_gradient(model, lib_eval) < 1e-3).mean()
+        flat[scale] = (model.right_book_gradient(lib_eval) < 1e-3).mean()
         norm[scale] = np.linalg.norm(model.loss_and_grads(lib_eval)[1]["W_Q"])
     v.update(flat_unscaled=flat[False], flat_scaled=flat[True], grad_ratio=norm[False] / norm[True])
     retuned, unscaled = runs["retuned"], runs["scale", 0.02, False]

@@ -198,6 +198,32 @@ class LibraryModel(_Model):
         logits, weights, _ = self.forward(batch)
         return float((logits.argmax(-1) == batch.targets).mean()), weights[0][None, None]
 
+    @_one_blas_thread
+    def right_book_gradient(self, batch: LibraryBatch) -> np.ndarray:
+        """|∂ℓ/∂z| for the score z of each shelf's matching book, from that shelf's own loss.
+
+        Notebook 07 builds it by hand: a score deep in softmax's flat tail gets almost no
+        gradient, which is how an unscaled dot product stalls training.
+
+        Returns
+        -------
+        ndarray, shape (B,)
+
+        Examples
+        --------
+        >>> from attention_course.tasks import library_batch
+        >>> LibraryModel(seed=0).right_book_gradient(library_batch(0, 4)).shape
+        (4,)
+        """
+        P = self.params
+        logits, A, _ = self.forward(batch)                                  # A: (B, 1, n_books)
+        _, dlogits = bp.softmax_cross_entropy(logits, batch.targets)        # of the mean over B
+        dout = len(logits) * dlogits @ P["W_U"].T                           # (B, d_k): own loss each
+        v = (P["key_embed"][batch.keys] + P["value_embed"][batch.values]) @ P["W_V"]   # (B, n_books, d_k)
+        dA = np.einsum("bd,bnd->bn", dout, v)                               # dA = dO Vᵀ
+        dZ = A[:, 0] * (dA - (dA * A[:, 0]).sum(axis=-1, keepdims=True))   # softmax's backward
+        return np.abs(dZ[np.arange(len(logits)), batch.answer_book])
+
     def query_key_table(self) -> np.ndarray:
         """(key_embed W_Q)(key_embed W_K)ᵀ: row i, the score query key i gives a book with key j.
 
