@@ -156,6 +156,19 @@ sweep-store:
 	@test -f build/sweep.json || { echo "no build/sweep.json: run make sweep first"; exit 1; }
 	cp build/sweep.json src/attention_course/data/sweep.json
 
+## make other-solution: train 08's other solution (two layers, no circuit) again, with the seed and
+##   BLAS kernel of the stored one (which seed lands on which solution changes with the kernel):
+##   build/other_solution.npz. make other-solution-store copies it into the package.
+OTHER_SEED := 154
+OTHER_KERNEL := Prescott
+.PHONY: other-solution other-solution-store
+other-solution: $(DEV_STAMP)
+	$(PY) maintainer/other_solution.py --seed $(OTHER_SEED) --kernel $(OTHER_KERNEL) --out build/other_solution.npz
+
+other-solution-store:
+	@test -f build/other_solution.npz || { echo "no build/other_solution.npz: run make other-solution first"; exit 1; }
+	cp build/other_solution.npz src/attention_course/data/other_solution.npz
+
 ## make bench-store: store what the last make bench (or benchmarks/run.py, benchmarks/training.py
 ##   alone) wrote in build/bench/: bench_attention_{en,zh}.{md,png} in src/attention_course/data/
 ##   (notebook 06 reads them: re-execute it afterwards), bench_training.md in figures/.

@@ -9,6 +9,11 @@ OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset; this stage runs it again under:
 - Prescott (SSE3), Haswell (AVX2), SkylakeX (AVX-512) and NumPy without its AVX-512 paths: the
   notebooks that train or run a real model (07, 08, 09), where rounding is amplified.
 
+Under each kernel, and first under the default one, it also trains 07's and 08's models on the
+notebooks' own seeds and fails if a value behind a compared claim lies closer to its threshold than
+the claim's margin (python -m attention_course.sweep --notebook-seeds): a claim that barely holds
+here would flip on a computer whose rounding differs a little more.
+
 A kernel the CPU cannot run is skipped with a message, and so is the CPU's own default kernel, which
 make test's nbval has just run; under CI=true at least two must run. Each run
 first asks, in a process with the same environment, which kernel and which NumPy paths it got, and
@@ -120,6 +125,16 @@ def took_effect(k: Kernel, seen: dict) -> str:
     return ""
 
 
+def margins(python: str, name: str, extra: dict) -> bool:
+    """Train the notebooks' seeds under one kernel; True when every claim's value is clear of its threshold."""
+    start = time.monotonic()
+    run = subprocess.run([python, "-m", "attention_course.sweep", "--notebook-seeds"], env=clean_env(extra),
+                         cwd=ROOT)
+    print(f"kernel stage: {name}: margins {'kept' if run.returncode == 0 else 'NOT kept'} "
+          f"in {time.monotonic() - start:.0f} s", flush=True)
+    return run.returncode == 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", action="store_true", help="only print which kernels would run")
@@ -141,6 +156,8 @@ def main(argv=None) -> int:
             print(f"kernel stage: would run {k.name} on {len(k.notebooks)} notebooks")
         return 0
     failed = []
+    if not margins(args.python, "the default kernel", {}):
+        failed.append("margins on the default kernel")
     for k in runnable:
         seen = probe(args.python, k.env)
         wrong = took_effect(k, seen)
@@ -157,6 +174,8 @@ def main(argv=None) -> int:
               f"in {time.monotonic() - start:.0f} s", flush=True)
         if run.returncode != 0:
             failed.append(k.name)
+        if not margins(args.python, k.name, k.env):
+            failed.append(f"margins under {k.name}")
     ran = [k.name for k in runnable]
     print(f"kernel stage: ran {', '.join(ran) or 'none'}; "
           f"{'failed: ' + ', '.join(failed) if failed else 'every compared output the same'}")

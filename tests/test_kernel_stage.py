@@ -83,3 +83,18 @@ def test_the_kernel_variables_are_set_in_the_stage_alone(variable):
     found = [str(p.relative_to(ROOT)) for p in places
              if p != Path(__file__) and setting.search(p.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_the_margin_check_runs_the_sweep_under_the_kernel_and_reports_its_verdict(monkeypatch, capsys):
+    calls = []
+
+    def fake_run(command, env, cwd):
+        calls.append((command, env))
+        return type("Done", (), {"returncode": len(calls) - 1})()      # passes, then fails
+
+    monkeypatch.setattr(stage.subprocess, "run", fake_run)
+    assert stage.margins("py", "OpenBLAS Haswell", {"OPENBLAS_CORETYPE": "Haswell"}) is True
+    assert stage.margins("py", "OpenBLAS Haswell", {"OPENBLAS_CORETYPE": "Haswell"}) is False
+    assert calls[0][0] == ["py", "-m", "attention_course.sweep", "--notebook-seeds"]
+    assert calls[0][1]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert "OpenBLAS Haswell: margins NOT kept" in capsys.readouterr().out

@@ -139,7 +139,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "tiny_model.train", "tiny_model.train_many", "tiny_model.start_workers",
     "tiny_model.repeat_model", "tiny_model.two_token_model",
     "sweep.Claim", "sweep.run", "sweep.summary", "sweep.stored", "sweep.evaluation_batches", "sweep.main",
-    "sweep.table",
+    "sweep.table", "sweep.not_clear", "sweep.circuit_seeds", "sweep.has_circuit", "sweep.other_solution",
     "pretrained.Config", "pretrained.load", "pretrained.default_model_path",
     "pretrained.repeated_random_tokens", "pretrained.token_losses", "pretrained.transformers_sample",
     "pretrained.TransformersSample",
