@@ -158,7 +158,8 @@ sweep-store:
 
 ## make other-solution: train 08's other solution (two layers, no circuit) again, with the seed and
 ##   BLAS kernel of the stored one (which seed lands on which solution changes with the kernel):
-##   build/other_solution.npz. make other-solution-store copies it into the package.
+##   build/other_solution.npz.
+## make other-solution-store: copy build/other_solution.npz into the package (sweep.other_solution).
 OTHER_SEED := 154
 OTHER_KERNEL := Prescott
 .PHONY: other-solution other-solution-store
