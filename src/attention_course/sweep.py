@@ -480,7 +480,7 @@ def table(notebook: str, lang: str = "en", result: dict | None = None) -> str:
         lines = [f"On {n} seeds no notebook trains ({span}), with OpenBLAS's {kernel} kernel:"]
     if notebook == "08":
         k = len(circuit_seeds(result))
-        lines.append(f"  {k:2d} / {n}  " + ("按规则形成了回路" if lang == "zh" else "the circuit, by the rule"))
+        lines.append(f"  {k:2d} / {n}  " + ("按规则形成了电路" if lang == "zh" else "the circuit, by the rule"))
         lines.append(f"  {n - k:2d} / {n}  " + ("另一种解" if lang == "zh" else "the other solution"))
     for c in mine:
         held = sum(c.holds(x) for x in result["values"][c.value])
