@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import re
 import shutil
@@ -95,36 +94,9 @@ class Submission:
         return term.assignment_id(self.number, self.lang) if self.number else self.lang
 
 
-def markdown_cells(path: Path) -> list[str]:
-    """The text of a notebook's Markdown cells (read as plain JSON: quicker than validating)."""
-    cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in cells if c.get("cell_type") == "markdown"]
-
-
 def course_notebooks() -> dict[str, set[str]]:
     """The notebook file names of each assignment: {lang: {name}}."""
     return {lang: {path.name for path in (NOTEBOOK_DIR / lang).glob("*.ipynb")} for lang in LANGS}
-
-
-CJK = re.compile(r"[\u4e00-\u9fff]")
-LATIN = re.compile(r"[A-Za-z]")
-
-
-def language_of(path: Path) -> str | None:
-    """The assignment a returned notebook belongs to, from the script of its Markdown text.
-
-    The text, not a comparison with today's notebooks: a copy handed out before the notebooks were
-    last edited is still recognised.
-    """
-    try:
-        text = "\n".join(markdown_cells(path))
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-        return None  # not a notebook at all: reported by the caller
-    cjk, latin = len(CJK.findall(text)), len(LATIN.findall(text))
-    if cjk + latin < 100:
-        return None
-    return "zh" if cjk > 0.2 * latin else "en"
 
 
 def collect(submitted: Path) -> tuple[list[Submission], list[str], list[dict]]:
@@ -157,7 +129,7 @@ def collect(submitted: Path) -> tuple[list[Submission], list[str], list[dict]]:
                 problems.append(dict(student=folder.name, assignment=guess, notebook=path.stem, score=None,
                                      max_score=None, status="unknown name"))
                 continue
-            lang = language_of(path)
+            lang = term.language_of(path)
             if lang is None or path.name not in course[lang]:
                 remarks.append(f"{rel}: unreadable, or not a notebook of the zh or en course, not graded")
                 problems.append(dict(student=folder.name, assignment=guess, notebook=path.stem, score=None,

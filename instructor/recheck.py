@@ -46,6 +46,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import term  # noqa: E402  (beside this file; grade imports this module, so this one never imports grade)
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 LANGS = ("zh", "en")
@@ -542,15 +545,12 @@ def main(argv: list[str]) -> int:
     if not submitted.is_dir():
         print(f"error: {submitted} is not a folder", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from grade import language_of
-
     graded = gradebook_scores(Path(args.gradebook)) if args.gradebook else {}
     rows, attention = [], False
     for student, assignment, path in returned_notebooks(submitted):
         if args.assignment and assignment != args.assignment:
             continue
-        lang = assignment[-2:] if assignment else language_of(path)
+        lang = assignment[-2:] if assignment else term.language_of(path)
         if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
             rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",
                              max_score="", notebook_score="", differs="", flags="",

@@ -195,12 +195,12 @@ def test_make_grade_without_a_folder_says_how_to_call_it(capsys):
 
 @pytest.mark.parametrize("name", notebook_names())
 def test_a_notebook_is_assigned_to_its_language(tmp_path, name):
-    grade = load_tool("grade")
+    term = load_tool("term")
     for lang in ("zh", "en"):
         if (ROOT / "notebooks" / lang / name).exists():
-            assert grade.language_of(ROOT / "notebooks" / lang / name) == lang
+            assert term.language_of(ROOT / "notebooks" / lang / name) == lang
     write_nb(tmp_path / name, nbformat.v4.new_notebook())
-    assert grade.language_of(tmp_path / name) is None
+    assert term.language_of(tmp_path / name) is None
 
 
 # The instructor guide's term route, command for command: tests/test_term_route.py.
