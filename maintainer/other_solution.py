@@ -53,8 +53,8 @@ def train_and_write(seed: int, kernel: kernel_stage.Kernel, out: str) -> int:
     accuracy = model.accuracy(batches["rep"])
     unseen = {P: round(model.accuracy(b), 3) for P, b in batches["periods"].items()}
     circuit = sweep.has_circuit(model, batches["rep"])
-    print(f"other solution: seed {seed} under {kernel.name} ({', '.join(got)}): circuit by the rule {circuit}, "
-          f"accuracy on the training periods {accuracy:.3f}, by period {unseen}")
+    print(f"other solution: seed {seed} under {kernel.name} ({', '.join(got)}): circuit by the rule "
+          f"{circuit}, accuracy on the training periods {accuracy:.3f}, by period {unseen}")
     if circuit or accuracy < 0.95:
         print("other solution: this seed does not give a model that solves the task without the circuit "
               "under this kernel; pick another (the sweep lists candidates)")
@@ -70,7 +70,7 @@ def train_and_write(seed: int, kernel: kernel_stage.Kernel, out: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--kernel", required=True, help="an OpenBLAS kernel of the kernel stage, e.g. Prescott")
+    parser.add_argument("--kernel", required=True, help="an OpenBLAS kernel of the stage, e.g. Prescott")
     parser.add_argument("--out", required=True)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -21,7 +21,8 @@ tests/test_library_map.py, fails when one is missing):
 - :mod:`.tasks` - small seeded tasks that tiny models learn in seconds (07, 08)
 - :mod:`.tiny_model` - tiny attention-only models and their training loop (07, 08)
 - :mod:`._worker_pool` - the worker processes that run :func:`.tiny_model.train_many`'s trainings (07, 08)
-- :mod:`.sweep` - 07's and 08's claims about trained models, measured on seeds no notebook uses, and 08's stored other solution (07, 08)
+- :mod:`.sweep` - 07's and 08's claims about trained models, measured on seeds no notebook uses;
+  08's stored other solution (07, 08)
 - :mod:`.progress` - a progress line that updates in place (07)
 - :mod:`.gguf_file` - a GGUF file read and dequantized in NumPy (09)
 - :mod:`.pretrained` - SmolLM2-135M from its GGUF file, run on the library's RoPE, grouped-query

@@ -92,8 +92,9 @@ CLAIMS = (
     _c("07", 13, "lib_acc_after", ">=", 0.9, "accuracy after 60 steps ≥ 0.9", seeds=LIBRARY_SEEDS),
     _c("07", 13, "lib_book_before", "<", 0.3, "weight on the matching book before < 0.3", seeds=(0,)),
     _c("07", 13, "lib_book_after", ">", 0.9, "weight on the matching book after > 0.9", seeds=(0,)),
-    _c("07", 19, "lib_diagonal_rows", ">=", 14, "query-key table: the largest score on the diagonal in ≥ 14 of 16 rows",
-       unit=False, seeds=LIBRARY_SEEDS),
+    _c("07", 19, "lib_diagonal_rows", ">=", 14,
+       "query-key table: the largest score on the diagonal in ≥ 14 of 16 rows", unit=False,
+       seeds=LIBRARY_SEEDS),
     # 07 §3: the previous token, three positional encodings
     _c("07", 23, "prev_learned_acc", ">=", 0.9, "learned positions: accuracy ≥ 0.9"),
     _c("07", 23, "prev_sinusoidal_acc", ">=", 0.9, "sinusoidal ×2: accuracy ≥ 0.9"),
@@ -133,10 +134,10 @@ CLAIMS = (
     _c("08", 19, "without_1", "<=", 0.15, "2 layers without layer 1's head: accuracy ≤ 0.15", at_least=10),
     _c("08", 19, "without_0", "<=", 0.4, "2 layers without layer 0's head: accuracy ≤ 0.4"),
     _c("08", 19, "control_kept", ">=", 0.4, "1 layer without either head: at least 40 % of its accuracy"),
-    _c("08", 21, "k_diagonal_rows", ">=", 14, "K-composition: the largest score on the diagonal in ≥ 14 of 16 rows",
-       unit=False, at_least=10),
-    _c("08", 21, "direct_diagonal_rows", "<=", 4, "direct table: the largest score on the diagonal in ≤ 4 rows",
-       unit=False),
+    _c("08", 21, "k_diagonal_rows", ">=", 14,
+       "K-composition: the largest score on the diagonal in ≥ 14 of 16 rows", unit=False, at_least=10),
+    _c("08", 21, "direct_diagonal_rows", "<=", 4,
+       "direct table: the largest score on the diagonal in ≤ 4 rows", unit=False),
     # 08 §5: the phase change
     _c("08", 24, "plateau", ">=", 2.0, "mean loss of steps 20-59 ≥ 2.0", unit=False),
     _c("08", 24, "fall_steps", "<=", 60, "from below 2.0 to below 0.5 within 60 steps", unit=False,
@@ -197,9 +198,9 @@ CLAIMS_ZH = {
     'tiny: mean loss scaled ≥ unscaled':
         '很小的嵌入：缩放的平均损失 ≥ 不缩放的',
     'unscaled: ≥ 50 % of shelves with |gradient| < 1e-3':
-        '不缩放：≥ 50 % 的书架 |梯度| < 1e-3',
+        '不缩放：≥ 50% 的书架 |梯度| < 1e-3',
     'scaled: ≤ 10 % of shelves with |gradient| < 1e-3':
-        '缩放：≤ 10 % 的书架 |梯度| < 1e-3',
+        '缩放：≤ 10% 的书架 |梯度| < 1e-3',
     '‖dW_Q‖ unscaled > 2 × scaled':
         '不缩放的 ‖dW_Q‖ > 缩放的 2 倍',
     'scaled at lr 0.03 within 0.2 of unscaled at lr 0.01 (mean loss)':
@@ -231,7 +232,7 @@ CLAIMS_ZH = {
     "2 layers without layer 0's head: accuracy ≤ 0.4":
         '两层，去掉层 0 的头：准确率 ≤ 0.4',
     '1 layer without either head: at least 40 % of its accuracy':
-        '一层，去掉任一个头：至少保住 40 % 的准确率',
+        '一层，去掉任一个头：至少保住 40% 的准确率',
     'K-composition: the largest score on the diagonal in ≥ 14 of 16 rows':
         'K 组合表：16 行中至少 14 行的最大分数在对角线上',
     'direct table: the largest score on the diagonal in ≤ 4 rows':
@@ -429,7 +430,7 @@ def not_clear(result: dict, notebook_seeds: bool = False) -> list[str]:
     """
     out = []
     for c in CLAIMS:
-        for seed, x in zip(result["seeds"], result["values"][c.value]):
+        for seed, x in zip(result["seeds"], result["values"][c.value], strict=True):
             if (seed in c.seeds or not notebook_seeds) and not c.clear(x):
                 out.append(f"{c.notebook} cell {c.cell}, seed {seed}: {x:.3f} lies within {c.needed:.3g} of "
                            f"{c.threshold:g}: {c.text}")
@@ -438,7 +439,8 @@ def not_clear(result: dict, notebook_seeds: bool = False) -> list[str]:
 
 def circuit_seeds(result: dict) -> list[int]:
     """The seeds whose two-layer model has the circuit by 08's rule (:data:`CIRCUIT_RULE`)."""
-    return [s for s, x in zip(result["seeds"], result["values"]["one_back_1_7"]) if x >= CIRCUIT_RULE]
+    values = result["values"]["one_back_1_7"]
+    return [s for s, x in zip(result["seeds"], values, strict=True) if x >= CIRCUIT_RULE]
 
 
 def has_circuit(model: AttentionOnlyModel, batch) -> bool:
@@ -475,13 +477,19 @@ def table(notebook: str, lang: str = "en", result: dict | None = None) -> str:
     seeds, kernel = result["seeds"], ", ".join(k.split()[-1] for k in result.get("kernel", []))
     span, n = f"{seeds[0]}-{seeds[-1]}", len(seeds)
     if lang == "zh":
-        lines = [f"在 {n} 个没有哪本笔记本用过的种子（{span}）上，OpenBLAS 的 {kernel} 内核："]
+        lines = [f"OpenBLAS {kernel} 内核，笔记本都没用过的 {n} 个种子（{span}）："]
     else:
         lines = [f"On {n} seeds no notebook trains ({span}), with OpenBLAS's {kernel} kernel:"]
     if notebook == "08":
-        k = len(circuit_seeds(result))
-        lines.append(f"  {k:2d} / {n}  " + ("按规则形成了电路" if lang == "zh" else "the circuit, by the rule"))
-        lines.append(f"  {n - k:2d} / {n}  " + ("另一种解" if lang == "zh" else "the other solution"))
+        circuit = circuit_seeds(result)
+        accuracy = dict(zip(seeds, result["values"]["acc_2l"], strict=True))
+        solved = sum(accuracy[s] >= 0.9 for s in seeds if s not in circuit)
+        if lang == "zh":
+            sides = ("按规则有电路", f"按规则没有电路，其中 {solved} 个准确率 ≥ 0.9")
+        else:
+            sides = ("the circuit, by the rule",
+                     f"no circuit by the rule; of these, {solved} reached accuracy ≥ 0.9")
+        lines += [f"  {len(circuit):2d} / {n}  {sides[0]}", f"  {n - len(circuit):2d} / {n}  {sides[1]}"]
     for c in mine:
         held = sum(c.holds(x) for x in result["values"][c.value])
         text = CLAIMS_ZH[c.text] if lang == "zh" else c.text
