@@ -5,7 +5,8 @@ installs) and about a minute to load the model a second time, so it runs only wh
 
     RUN_LIVE_REFERENCE=1 python -m pytest tests/test_pretrained_live.py
 
-CI relies on tests/test_pretrained_reference.py and its stored vectors.
+Every tier relies on tests/test_pretrained_reference.py and its stored vectors; make test-reference
+(a CI stage) runs this file too, in a venv with the pinned group `reference`.
 """
 
 from __future__ import annotations
