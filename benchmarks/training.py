@@ -78,15 +78,17 @@ MODELS = {
 
 
 def numpy_stepper(model, lr=3e-3):
-    """What ``tiny_model.train`` does after its first step: the unchecked passes
-    (``backprop.UNCHECKED``, the same arithmetic as the checked ones) and one Adam update on the
-    parameters packed into one flat array. The packing is left open: the bench's model is its own."""
+    """What ``tiny_model.train`` does after its first step: the passes inside
+    ``backprop.unchecked()`` (the same arithmetic without the argument checks) and one Adam update
+    on the parameters packed into one flat array. The packing is left open: the bench's model is
+    its own."""
     from attention_course import backprop as bp
 
     flat_step = Adam(model.params, lr=lr)._packed().__enter__()
 
     def step(batch):
-        _, grads = model.loss_and_grads(batch, bp.UNCHECKED)
+        with bp.unchecked():
+            _, grads = model.loss_and_grads(batch)
         flat_step(grads)
     return step
 

@@ -685,6 +685,7 @@ LEFT_OUT = {
     "pretrained.transformers_sample": "takes no argument; reads a stored file",
     "pretrained.repeated_random_tokens": NUMBERS_ONLY,
     "pretrained.forward_flops": "takes the model's Config and a length",
+    "backprop.unchecked": "takes no argument; a context in which the passes skip their checks",
     "plots.cjk_font_path": "takes no argument",
     "plots.use_cjk_font": "takes no argument; sets matplotlib's font",
     "tasks.LibraryBatch": "a record of arrays, made by library_batch",

@@ -294,15 +294,45 @@ def test_train_gives_the_numbers_of_the_checked_functions_bit_for_bit(make):
         assert np.array_equal(p, ref_params[name]), name
 
 
-def test_unchecked_passes_equal_the_checked_ones_on_one_step():
+@pytest.mark.parametrize("model, batch", [
+    (AttentionOnlyModel(16, d_model=16, n_layers=2, n_heads=2, max_len=12, seed=0),
+     tasks.repeat_batch(0, 8, length=12)),
+    (AttentionOnlyModel(8, n_classes=64, d_model=16, n_heads=2, positional="sinusoidal", max_len=10,
+                        causal=False, seed=1), tasks.previous_two_batch(1, 8)),
+    (LibraryModel(d_model=16, d_k=8, scale=False, seed=4), tasks.library_batch(2, 8)),
+])
+def test_unchecked_passes_equal_the_checked_ones_on_one_step(model, batch):
     from attention_course import backprop as bp
 
-    model = AttentionOnlyModel(16, d_model=16, n_layers=2, n_heads=2, max_len=12, seed=0)
-    batch = tasks.repeat_batch(0, 8, length=12)
-    loss_c, grads_c = model.loss_and_grads(batch, bp.CHECKED)
-    loss_u, grads_u = model.loss_and_grads(batch, bp.UNCHECKED)
+    loss_c, grads_c = model.loss_and_grads(batch)
+    with bp.unchecked():
+        loss_u, grads_u = model.loss_and_grads(batch)
     assert loss_c == loss_u
+    assert grads_c.keys() == grads_u.keys()
     assert all(np.array_equal(grads_c[n], grads_u[n]) and grads_u[n].dtype == np.float32 for n in grads_c)
+
+
+def test_unchecked_is_left_when_training_ends_or_fails():
+    from attention_course import backprop as bp
+    from attention_course._validate import checking
+
+    model = AttentionOnlyModel(16, d_model=16, max_len=12, seed=0)
+    train(model, partial(tasks.repeat_batch, batch_size=4, length=12), 3, n_checkpoints=2)
+    assert checking()
+    with pytest.raises(ValueError, match="weight has shape"):
+        bp.linear_forward(np.ones((2, 3)), np.ones((4, 5)))
+
+    calls = []
+
+    def failing(rng):                                      # fails on the third batch
+        calls.append(1)
+        if len(calls) > 2:
+            raise RuntimeError("no more batches")
+        return tasks.repeat_batch(rng, 4, length=12)
+
+    with pytest.raises(RuntimeError, match="no more batches"):
+        train(model, failing, 5, eval_batch=tasks.repeat_batch(1, 4, length=12))
+    assert checking()
 
 
 def test_a_failing_run_gives_the_model_its_own_arrays_back():

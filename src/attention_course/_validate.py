@@ -19,8 +19,13 @@ _trust = threading.local()
 
 
 def finite_assumed() -> bool:
-    """Whether this thread is inside :func:`assume_finite`."""
+    """Whether this thread is inside :func:`assume_finite` (or :func:`assume_valid`)."""
     return getattr(_trust, "finite", False)
+
+
+def checking() -> bool:
+    """Whether the functions that ask check their arguments: False inside :func:`assume_valid`."""
+    return not getattr(_trust, "valid", False)
 
 
 @contextmanager
@@ -38,6 +43,23 @@ def assume_finite():
         yield
     finally:
         _trust.finite = before
+
+
+@contextmanager
+def assume_valid():
+    """Within this block (on this thread), functions that ask :func:`checking` skip their checks.
+
+    More than :func:`assume_finite`: types, dtypes and shapes are not checked either. For a loop
+    whose arrays were checked once, on its first step, and are its own, such as the training
+    loop of :func:`attention_course.tiny_model.train`; the functions compute the same numbers
+    either way. Public as :func:`attention_course.backprop.unchecked`.
+    """
+    before = (getattr(_trust, "valid", False), finite_assumed())
+    _trust.valid = _trust.finite = True
+    try:
+        yield
+    finally:
+        _trust.valid, _trust.finite = before
 
 
 def as_float_array(x, name: str, *, min_ndim: int = 1, allow_nonfinite: bool = False) -> np.ndarray:

@@ -5,9 +5,9 @@ gradient of the loss with respect to that output (the *upstream* gradient) and t
 returns the gradients with respect to the inputs and parameters. Chaining the backwards in the
 reverse order of the forwards is backpropagation.
 
-The forwards are the library's own (``scaled_dot_product_attention``, the mask handling and the
-weight layout of ``MultiHeadAttention``), so a model trained here computes what notebooks 01-06
-computed (the attention forward is ``scaled_dot_product_attention`` itself). Masks follow the
+The forwards are the library's own (``scaled_dot_product_attention``'s checks and arithmetic, the
+mask handling and the weight layout of ``MultiHeadAttention``), so a model trained here computes
+what notebooks 01-06 computed, bit for bit. Masks follow the
 library: a boolean mask is True where a position takes part, a floating mask is added to the
 scores, and a query that may see no key gets a zero output and zero gradients (never NaN).
 
@@ -15,25 +15,29 @@ dtypes: float32 stays float32 and float64 stays float64, in every output and eve
 Scalars enter the arithmetic as Python numbers or as ``dtype.type(...)``: a NumPy float64 scalar
 would silently turn float32 activations into float64 (and make training slower). float16 is
 refused: these passes are written and tested for float32 and float64 only.
+
+Every pass checks its arguments, so that a mistake is named where it is made. A loop that checked
+its arrays once and calls the passes thousands of times runs them inside :func:`unchecked`: the
+same functions then skip their checks and compute the same numbers, bit for bit.
 """
 
 from __future__ import annotations
 
 import math
 from functools import partial
-from types import SimpleNamespace
 
 import numpy as np
 
 from ._validate import (
     as_float_array,
+    assume_valid,
     check_mask,
     check_same_dtype,
+    checking,
     combine_masks,
     positive_int,
-    resolve_scale,
 )
-from .attention import attend_prepared, causal_mask, scaled_dot_product_attention
+from .attention import attend_prepared, prepare_attention_inputs
 from .multihead import merge_heads, split_heads
 from .softmax import softmax, softmax_rows
 
@@ -55,9 +59,29 @@ __all__ = [
     "softmax_backward",
     "softmax_cross_entropy",
     "softmax_forward",
+    "unchecked",
 ]
 
 _TRAIN_DTYPES = (np.float32, np.float64)
+
+
+def unchecked():
+    """A context in which the passes of this module skip their argument checks (on this thread).
+
+    For a loop whose arrays were checked once and are its own: ``tiny_model.train`` runs its
+    first step checked and the others inside this block. The passes compute the same numbers
+    either way; only a mistake goes unnamed (a wrong shape gives a NumPy error, or a wrong
+    answer). Masks must be None or made by the loop itself.
+
+    Examples
+    --------
+    >>> y, _ = linear_forward(np.ones((2, 3)), np.ones((4, 3)))
+    >>> with unchecked():
+    ...     y_fast, _ = linear_forward(np.ones((2, 3)), np.ones((4, 3)))
+    >>> bool((y == y_fast).all())
+    True
+    """
+    return assume_valid()
 
 
 # ---- helpers -------------------------------------------------------------------------------------
@@ -143,13 +167,15 @@ def softmax_forward(x, mask=None):
     >>> softmax_backward(np.array([[1.0, 0.0, 5.0]]), cache)
     array([[ 0.25, -0.25,  0.  ]])
     """
-    x = _float_input(x, "x", allow_nonfinite=True)
-    if np.isnan(x).any() or np.isposinf(x).any():
-        raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
+    if checking():
+        x = _float_input(x, "x", allow_nonfinite=True)
+        if np.isnan(x).any() or np.isposinf(x).any():
+            raise ValueError("x contains NaN or +inf; only -inf (blocked) is allowed")
+        if mask is not None:
+            mask = check_mask(mask, "mask", x.shape, x.dtype)
     z = x
     if mask is not None:
-        m = check_mask(mask, "mask", x.shape, x.dtype)
-        z = np.where(m, x, -np.inf).astype(x.dtype, copy=False) if m.dtype == np.bool_ else x + m
+        z = np.where(mask, x, -np.inf).astype(x.dtype, copy=False) if mask.dtype == np.bool_ else x + mask
     y = softmax(z, axis=-1)                                          # (..., n)
     return y, {"op": "softmax", "y": y}
 
@@ -169,8 +195,10 @@ def softmax_backward(dy, cache):
     dx : ndarray, shape (..., n), dtype of the forward
         Zero at masked entries and in fully masked rows.
     """
-    y = _check_cache(cache, "softmax")["y"]
-    dy = _upstream(dy, "dy", y.shape, y.dtype)
+    y = cache["y"]
+    if checking():
+        y = _check_cache(cache, "softmax")["y"]
+        dy = _upstream(dy, "dy", y.shape, y.dtype)
     return _softmax_grad(dy, y)
 
 
@@ -179,8 +207,9 @@ def softmax_backward(dy, cache):
 def attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=None):
     """Scaled dot-product attention that remembers what its backward needs.
 
-    The output is :func:`attention_course.scaled_dot_product_attention` itself (same validation,
-    masks and causal triangle), so it is equal to it bit for bit.
+    Same validation, masks and causal triangle as
+    :func:`attention_course.scaled_dot_product_attention`, and the same arithmetic
+    (:func:`attention_course.attention.attend_prepared`): equal to it bit for bit.
 
     Parameters
     ----------
@@ -216,20 +245,43 @@ def attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=No
     >>> float(np.abs(dk[:, 3]).max()), float(np.abs(dv[:, 3]).max()), dk.dtype  # ...and none sees key 3
     (0.0, 0.0, dtype('float32'))
     """
-    out, weights = scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, return_weights=True
-    )                                                                # (..., L, d_v), (..., L, S)
-    if out.dtype.type not in _TRAIN_DTYPES:
-        raise TypeError(
-            f"q, k and v have dtype {out.dtype}; the backward passes need float32 or float64"
-        )
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    return out, weights, _attention_cache(q, k, v, weights, out.shape, resolve_scale(scale, q.shape[-1]))
+    check = checking()
+    if check:
+        q, k, v, attn_mask, scale, dtype, _ = prepare_attention_inputs(
+            q, k, v, attn_mask, is_causal, scale)
+        if dtype.type not in _TRAIN_DTYPES:
+            raise TypeError(f"q, k and v have dtype {dtype}; the backward passes need float32 or float64")
+    elif scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    L, S = q.shape[-2], k.shape[-2]
+    mask = _causal(L, S) if is_causal else attn_mask
+    # Causal or unmasked, every query sees at least one key: the guards for rows that see
+    # nothing change no number there and are left out.
+    normalise = partial(_normalise, open_rows=mask is None or bool(is_causal), check=check)
+    out, weights = attend_prepared(q, k, v, mask, float(scale), normalise=normalise)
+    # out (..., L, d_v), weights (..., L, S)
+    cache = {"op": "attention", "q": q, "k": k, "v": v, "weights": weights, "out_shape": out.shape,
+             "scale": float(scale)}
+    return out, weights, cache
 
 
-def _attention_cache(q, k, v, weights, out_shape, scale: float) -> dict:
-    return {"op": "attention", "q": q, "k": k, "v": v, "weights": weights, "out_shape": out_shape,
-            "scale": scale}
+def _normalise(scores, axis=-1, *, open_rows: bool, check: bool):
+    # The row softmax written over the scores; no key at all (S = 0) leaves nothing to normalise.
+    if scores.size == 0:
+        return scores
+    return softmax_rows(scores, axis, open_rows=open_rows, inplace=True, check=check)
+
+
+_CAUSAL: dict = {}
+
+
+def _causal(L: int, S: int) -> np.ndarray:
+    # Read-only, so that one triangle per size can be shared by every call.
+    if (L, S) not in _CAUSAL:
+        tri = np.tri(L, S, dtype=bool)
+        tri.flags.writeable = False
+        _CAUSAL[L, S] = tri
+    return _CAUSAL[L, S]
 
 
 def attention_backward(dout, cache):
@@ -253,11 +305,10 @@ def attention_backward(dout, cache):
         Each summed over the leading axes its input was broadcast along. A masked key gets no
         gradient from the queries that may not see it; a fully masked query gets dq = 0.
     """
-    c = _check_cache(cache, "attention")
-    return _attention_backward(_upstream(dout, "dout", c["out_shape"], c["weights"].dtype), c)
-
-
-def _attention_backward(dout, c):
+    c = cache
+    if checking():
+        c = _check_cache(cache, "attention")
+        dout = _upstream(dout, "dout", c["out_shape"], c["weights"].dtype)
     q, k, v, w = c["q"], c["k"], c["v"], c["weights"]
     dtype = w.dtype
     dv = np.swapaxes(w, -1, -2) @ dout                               # (..., S, d_v)
@@ -295,6 +346,18 @@ def linear_forward(x, weight, bias=None):
     >>> dx, db
     (array([[2., 3.]]), array([1., 1., 1.]))
     """
+    if checking():
+        x, weight, bias = _linear_inputs(x, weight, bias)
+    # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T loops over the batch in
+    # many small products, which is slower for the tiny models of notebook 07.
+    y = x.reshape(-1, x.shape[-1]) @ weight.T                        # (N, out), N = all positions
+    if bias is not None:
+        y += bias
+    y = y.reshape(*x.shape[:-1], weight.shape[0])                    # (..., out)
+    return y, {"op": "linear", "x": x, "weight": weight, "has_bias": bias is not None}
+
+
+def _linear_inputs(x, weight, bias):
     x = _float_input(x, "x")
     weight = _float_input(weight, "weight", min_ndim=2)
     if weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
@@ -311,17 +374,7 @@ def linear_forward(x, weight, bias=None):
             )
         arrays["bias"] = bias
     check_same_dtype(**arrays)
-    return _linear_forward(x, weight, bias)
-
-
-def _linear_forward(x, weight, bias=None):
-    # One (N, in) @ (in, out) product over all positions: a 3-D x @ W.T loops over the batch in
-    # many small products, which is slower for the tiny models of notebook 07.
-    y = x.reshape(-1, x.shape[-1]) @ weight.T                        # (N, out), N = all positions
-    if bias is not None:
-        y += bias
-    y = y.reshape(*x.shape[:-1], weight.shape[0])                    # (..., out)
-    return y, {"op": "linear", "x": x, "weight": weight, "has_bias": bias is not None}
+    return x, weight, bias
 
 
 def linear_backward(dy, cache):
@@ -341,12 +394,10 @@ def linear_backward(dy, cache):
         ``dyᵀ x`` summed over every leading axis (each position used the same W).
     dbias : ndarray, shape (out_features,), or None when the forward had no bias
     """
-    c = _check_cache(cache, "linear")
-    x = c["x"]
-    return _linear_backward(_upstream(dy, "dy", x.shape[:-1] + (c["weight"].shape[0],), x.dtype), c)
-
-
-def _linear_backward(dy, c):
+    c = cache
+    if checking():
+        c = _check_cache(cache, "linear")
+        dy = _upstream(dy, "dy", c["x"].shape[:-1] + (c["weight"].shape[0],), c["x"].dtype)
     x, weight = c["x"], c["weight"]
     out_f, in_f = weight.shape
     dy2 = dy.reshape(-1, out_f)                                      # (N, out), N = all positions
@@ -436,6 +487,34 @@ def mha_forward(query, key, value, params, num_heads, *, attn_mask=None, is_caus
     >>> grads["in_proj_weight"].shape, grads["in_proj_weight"].dtype
     ((24, 8), dtype('float32'))
     """
+    if checking():
+        query, key, value, params, num_heads = _mha_inputs(query, key, value, params, num_heads,
+                                                           attn_mask, is_causal)
+    H = num_heads
+    W_q, W_k, W_v = np.split(params["in_proj_weight"], 3, axis=0)    # (E, E) each, views
+    b_q = b_k = b_v = None
+    if params.get("in_proj_bias") is not None:
+        b_q, b_k, b_v = np.split(params["in_proj_bias"], 3)
+    qp, c_q = linear_forward(query, W_q, b_q)                        # (B, L, E)
+    kp, c_k = linear_forward(key, W_k, b_k)                          # (B, S, E)
+    vp, c_v = linear_forward(value, W_v, b_v)                        # (B, S, E)
+    q, k, v = split_heads(qp, H), split_heads(kp, H), split_heads(vp, H)  # (B, h, ·, d_k)
+    batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal and key_padding_mask is not None:
+        # The triangle becomes an ordinary mask so that it can be combined with the padding,
+        # as MultiHeadAttention does.
+        attn_mask, is_causal = _causal(L, S), False
+    mask = combine_masks(attn_mask, key_padding_mask, batch, H, L, S, query.dtype)
+    heads, weights, c_att = attention_forward(q, k, v, attn_mask=mask, is_causal=bool(is_causal))
+    merged = merge_heads(heads)                                      # (B, L, E)
+    out, c_out = linear_forward(merged, params["out_proj_weight"], params.get("out_proj_bias"))
+    cache = {"op": "mha", "num_heads": H, "c_q": c_q, "c_k": c_k, "c_v": c_v, "c_att": c_att,
+             "c_out": c_out, "has_in_bias": b_q is not None, "out_shape": out.shape}
+    return out, weights, cache                                       # (B, L, E), (B, h, L, S)
+
+
+def _mha_inputs(query, key, value, params, num_heads, attn_mask, is_causal):
     p, E = _check_mha_params(params)
     H = positive_int(num_heads, "num_heads")
     if E % H:
@@ -457,28 +536,7 @@ def mha_forward(query, key, value, params, num_heads, *, attn_mask=None, is_caus
         raise TypeError(f"is_causal must be True or False; got {is_causal!r}")
     if is_causal and attn_mask is not None:
         raise ValueError("attn_mask and is_causal=True cannot be combined; pass one of them")
-
-    W_q, W_k, W_v = np.split(p["in_proj_weight"], 3, axis=0)        # (E, E) each, views
-    b_q = b_k = b_v = None
-    if p["in_proj_bias"] is not None:
-        b_q, b_k, b_v = np.split(p["in_proj_bias"], 3)
-    qp, c_q = linear_forward(query, W_q, b_q)                        # (B, L, E)
-    kp, c_k = linear_forward(key, W_k, b_k)                          # (B, S, E)
-    vp, c_v = linear_forward(value, W_v, b_v)                        # (B, S, E)
-    q, k, v = split_heads(qp, H), split_heads(kp, H), split_heads(vp, H)  # (B, h, ·, d_k)
-    batch = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
-    L, S = q.shape[-2], k.shape[-2]
-    if is_causal and key_padding_mask is not None:
-        # The triangle becomes an ordinary mask so that it can be combined with the padding,
-        # as MultiHeadAttention does.
-        attn_mask, is_causal = causal_mask(L, S), False
-    mask = combine_masks(attn_mask, key_padding_mask, batch, H, L, S, query.dtype)
-    heads, weights, c_att = attention_forward(q, k, v, attn_mask=mask, is_causal=bool(is_causal))
-    merged = merge_heads(heads)                                      # (B, L, E)
-    out, c_out = linear_forward(merged, p["out_proj_weight"], p["out_proj_bias"])  # (B, L, E)
-    cache = {"op": "mha", "num_heads": H, "c_q": c_q, "c_k": c_k, "c_v": c_v, "c_att": c_att,
-             "c_out": c_out, "has_in_bias": b_q is not None, "out_shape": out.shape}
-    return out, weights, cache
+    return query, key, value, p, H
 
 
 def mha_backward(dout, cache):
@@ -500,9 +558,10 @@ def mha_backward(dout, cache):
         ``in_proj_weight`` (3E, E), ``out_proj_weight`` (E, E), and ``in_proj_bias`` (3E,),
         ``out_proj_bias`` (E,) for the biases the forward had: the keys of ``params``.
     """
-    c = _check_cache(cache, "mha")
-    dtype = c["c_out"]["x"].dtype
-    dout = _upstream(dout, "dout", c["out_shape"], dtype)
+    c = cache
+    if checking():
+        c = _check_cache(cache, "mha")
+        dout = _upstream(dout, "dout", c["out_shape"], c["c_out"]["x"].dtype)
     H = c["num_heads"]
     dmerged, dW_o, db_o = linear_backward(dout, c["c_out"])          # (B, L, E)
     dq, dk, dv = attention_backward(split_heads(dmerged, H), c["c_att"])  # (B, h, ·, d_k)
@@ -546,21 +605,18 @@ def embedding_forward(tokens, table):
            [0., 0.],
            [2., 2.]])
     """
-    table = _float_input(table, "table", min_ndim=2)
-    if table.ndim != 2:
-        raise ValueError(f"table has shape {table.shape}; it must be (vocab, E)")
-    tokens = np.asarray(tokens)
-    if tokens.dtype.kind not in "iu":
-        raise TypeError(f"tokens must be integer token ids; got dtype {tokens.dtype}, "
-                        f"shape {tokens.shape}")
-    vocab = table.shape[0]
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
-        raise ValueError(f"tokens must lie in [0, vocab={vocab}) for a table of shape {table.shape}; "
-                         f"got values from {tokens.min()} to {tokens.max()}")
-    return _embedding_forward(tokens, table)
-
-
-def _embedding_forward(tokens, table):
+    if checking():
+        table = _float_input(table, "table", min_ndim=2)
+        if table.ndim != 2:
+            raise ValueError(f"table has shape {table.shape}; it must be (vocab, E)")
+        tokens = np.asarray(tokens)
+        if tokens.dtype.kind not in "iu":
+            raise TypeError(f"tokens must be integer token ids; got dtype {tokens.dtype}, "
+                            f"shape {tokens.shape}")
+        vocab = table.shape[0]
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+            raise ValueError(f"tokens must lie in [0, vocab={vocab}) for a table of shape "
+                             f"{table.shape}; got values from {tokens.min()} to {tokens.max()}")
     x = table[tokens]                                                # (B, n, E)
     return x, {"op": "embedding", "tokens": tokens, "table_shape": table.shape, "dtype": table.dtype}
 
@@ -579,11 +635,10 @@ def embedding_backward(dx, cache):
         Row t is the sum of ``dx`` over every position that holds token t (zero for tokens that
         did not occur).
     """
-    c = _check_cache(cache, "embedding")
-    return _embedding_backward(_upstream(dx, "dx", c["tokens"].shape + (c["table_shape"][1],), c["dtype"]), c)
-
-
-def _embedding_backward(dx, c):
+    c = cache
+    if checking():
+        c = _check_cache(cache, "embedding")
+        dx = _upstream(dx, "dx", c["tokens"].shape + (c["table_shape"][1],), c["dtype"])
     vocab, E = c["table_shape"]
     flat = c["tokens"].reshape(-1)                                   # (N,)
     dx2 = dx.reshape(-1, E)                                          # (N, E)
@@ -623,16 +678,13 @@ def positional_forward(x, pe):
     >>> dpe[:4, 0]             # positions 0-2 were used by both sequences, 3-9 by none
     array([2., 2., 2., 0.])
     """
-    x = _float_input(x, "x", min_ndim=2)
-    pe = _float_input(pe, "pe", min_ndim=2)
-    n, E = x.shape[-2:]
-    if pe.ndim != 2 or pe.shape[1] != E or pe.shape[0] < n:
-        raise ValueError(f"pe has shape {pe.shape}; for x of shape {x.shape} it must be (max_len, E={E}) "
-                         f"with max_len >= n={n}")
-    return _positional_forward(x, pe)
-
-
-def _positional_forward(x, pe):
+    if checking():
+        x = _float_input(x, "x", min_ndim=2)
+        pe = _float_input(pe, "pe", min_ndim=2)
+        n, E = x.shape[-2:]
+        if pe.ndim != 2 or pe.shape[1] != E or pe.shape[0] < n:
+            raise ValueError(f"pe has shape {pe.shape}; for x of shape {x.shape} it must be "
+                             f"(max_len, E={E}) with max_len >= n={n}")
     y = x + pe[:x.shape[-2]].astype(x.dtype, copy=False)             # (B, n, E)
     return y, {"op": "positional", "x_shape": x.shape, "x_dtype": x.dtype, "pe_shape": pe.shape,
                "pe_dtype": pe.dtype}
@@ -653,11 +705,10 @@ def positional_backward(dy, cache):
     dpe : ndarray, shape (max_len, E), dtype of pe
         ``dy`` summed over the batch in rows 0..n-1, zero below (positions not used).
     """
-    c = _check_cache(cache, "positional")
-    return _positional_backward(_upstream(dy, "dy", c["x_shape"], c["x_dtype"]), c)
-
-
-def _positional_backward(dy, c):
+    c = cache
+    if checking():
+        c = _check_cache(cache, "positional")
+        dy = _upstream(dy, "dy", c["x_shape"], c["x_dtype"])
     n = c["x_shape"][-2]
     dpe = np.zeros(c["pe_shape"], dtype=c["pe_dtype"])
     dpe[:n] = dy.reshape(-1, *c["x_shape"][-2:]).sum(axis=0)
@@ -684,15 +735,12 @@ def residual_forward(x, fx):
     >>> y, residual_backward(np.array([1.0, 2.0, 3.0]), cache)[0]
     (array([3., 3., 3.]), array([1., 2., 3.]))
     """
-    x = _float_input(x, "x")
-    fx = _float_input(fx, "fx")
-    if x.shape != fx.shape:
-        raise ValueError(f"x has shape {x.shape} and fx has shape {fx.shape}; they must be equal")
-    check_same_dtype(x=x, fx=fx)
-    return _residual_forward(x, fx)
-
-
-def _residual_forward(x, fx):
+    if checking():
+        x = _float_input(x, "x")
+        fx = _float_input(fx, "fx")
+        if x.shape != fx.shape:
+            raise ValueError(f"x has shape {x.shape} and fx has shape {fx.shape}; they must be equal")
+        check_same_dtype(x=x, fx=fx)
     return x + fx, {"op": "residual", "shape": x.shape, "dtype": x.dtype}
 
 
@@ -707,11 +755,9 @@ def residual_backward(dy, cache):
     dx, dfx : ndarray, shape of x
         Both equal to ``dy``.
     """
-    c = _check_cache(cache, "residual")
-    return _residual_backward(_upstream(dy, "dy", c["shape"], c["dtype"]), c)
-
-
-def _residual_backward(dy, c):
+    if checking():
+        c = _check_cache(cache, "residual")
+        dy = _upstream(dy, "dy", c["shape"], c["dtype"])
     return dy, dy
 
 
@@ -742,16 +788,18 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
     >>> dx, dbeta                  # a shift of every entry changes nothing after normalising
     (array([[0., 0.]]), array([1., 1.]))
     """
-    x = _float_input(x, "x")
-    gamma = _float_input(gamma, "gamma")
-    beta = _float_input(beta, "beta")
-    E = x.shape[-1]
-    for name, a in (("gamma", gamma), ("beta", beta)):
-        if a.shape != (E,):
-            raise ValueError(f"{name} has shape {a.shape}; for x of shape {x.shape} it must be (E,) = ({E},)")
-    check_same_dtype(x=x, gamma=gamma, beta=beta)
-    if not (np.isscalar(eps) and np.isfinite(eps) and eps >= 0):
-        raise ValueError(f"eps must be a finite number >= 0; got {eps!r}")
+    if checking():
+        x = _float_input(x, "x")
+        gamma = _float_input(gamma, "gamma")
+        beta = _float_input(beta, "beta")
+        E = x.shape[-1]
+        for name, a in (("gamma", gamma), ("beta", beta)):
+            if a.shape != (E,):
+                raise ValueError(f"{name} has shape {a.shape}; for x of shape {x.shape} it must be "
+                                 f"(E,) = ({E},)")
+        check_same_dtype(x=x, gamma=gamma, beta=beta)
+        if not (np.isscalar(eps) and np.isfinite(eps) and eps >= 0):
+            raise ValueError(f"eps must be a finite number >= 0; got {eps!r}")
     mean = x.mean(axis=-1, keepdims=True)                            # (..., 1)
     xc = x - mean
     var = (xc * xc).mean(axis=-1, keepdims=True)                     # (..., 1), biased as torch
@@ -771,9 +819,11 @@ def layernorm_backward(dy, cache):
     dgamma, dbeta : ndarray, shape (E,)
         Summed over every leading axis.
     """
-    c = _check_cache(cache, "layernorm")
+    c = cache
+    if checking():
+        c = _check_cache(cache, "layernorm")
+        dy = _upstream(dy, "dy", c["xhat"].shape, c["xhat"].dtype)
     xhat, rstd, gamma = c["xhat"], c["rstd"], c["gamma"]
-    dy = _upstream(dy, "dy", xhat.shape, xhat.dtype)
     g = dy * gamma
     dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
     E = xhat.shape[-1]
@@ -808,6 +858,29 @@ def softmax_cross_entropy(logits, targets, mask=None):
     >>> round(loss, 4), dlogits[0]             # log 4: four equally likely classes
     (1.3863, array([ 0.125, -0.375,  0.125,  0.125]))
     """
+    if checking():
+        logits, targets, keep = _loss_inputs(logits, targets, mask)
+    else:
+        keep = np.ones(targets.shape, dtype=bool) if mask is None else np.broadcast_to(mask, targets.shape)
+    count = int(keep.sum())                    # a Python int: dividing by it keeps float32 float32
+    if count == 0:
+        return 0.0, np.zeros_like(logits)
+    C = logits.shape[-1]
+    rows = np.arange(keep.size)                                      # (N,), N = all positions
+    safe = np.where(keep, targets, 0).reshape(-1)                    # (N,): a class to read
+    shifted = logits - logits.max(axis=-1, keepdims=True)            # (..., C)
+    e = np.exp(shifted)
+    total = e.sum(axis=-1, keepdims=True)                            # (..., 1)
+    logp_target = shifted.reshape(-1, C)[rows, safe] - np.log(total).reshape(-1)   # (N,)
+    loss = -float(logp_target[keep.reshape(-1)].sum(dtype=np.float64)) / count
+    dlogits = e / total                                              # softmax, (..., C)
+    dlogits.reshape(-1, C)[rows, safe] -= 1                          # a view: dlogits changes
+    dlogits *= keep[..., None]
+    dlogits /= count
+    return loss, dlogits
+
+
+def _loss_inputs(logits, targets, mask):
     logits = _float_input(logits, "logits")
     targets = np.asarray(targets)
     if targets.dtype.kind not in "iu":
@@ -831,80 +904,4 @@ def softmax_cross_entropy(logits, targets, mask=None):
     if counted.size and (counted.min() < 0 or counted.max() >= C):
         raise ValueError(f"targets must lie in [0, C={C}) where they count; got values from "
                          f"{counted.min()} to {counted.max()}")
-    return _softmax_cross_entropy(logits, targets, keep)
-
-
-def _softmax_cross_entropy(logits, targets, keep):
-    count = int(keep.sum())                    # a Python int: dividing by it keeps float32 float32
-    if count == 0:
-        return 0.0, np.zeros_like(logits)
-    C = logits.shape[-1]
-    rows = np.arange(keep.size)                                      # (N,), N = all positions
-    safe = np.where(keep, targets, 0).reshape(-1)                    # (N,): a class to read
-    shifted = logits - logits.max(axis=-1, keepdims=True)            # (..., C)
-    e = np.exp(shifted)
-    total = e.sum(axis=-1, keepdims=True)                            # (..., 1)
-    logp_target = shifted.reshape(-1, C)[rows, safe] - np.log(total).reshape(-1)   # (N,)
-    loss = -float(logp_target[keep.reshape(-1)].sum(dtype=np.float64)) / count
-    dlogits = e / total                                              # softmax, (..., C)
-    dlogits.reshape(-1, C)[rows, safe] -= 1                          # a view: dlogits changes
-    dlogits *= keep[..., None]
-    dlogits /= count
-    return loss, dlogits
-
-
-# ---- the same passes without the checks ----------------------------------------------------------
-
-def _attention_forward(q, k, v, attn_mask=None, is_causal: bool = False, scale=None):
-    # q, k, v: one float32/float64 dtype, shapes that fit; attn_mask None or already checked.
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    mask = _causal(L, S) if is_causal else attn_mask
-    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
-    # Causal or unmasked, every query sees at least one key: no row is all -inf.
-    normalise = partial(softmax_rows, open_rows=mask is None or is_causal, inplace=True)
-    out, weights = attend_prepared(q, k, v, mask, scale, normalise=normalise)
-    return out, weights, _attention_cache(q, k, v, weights, out.shape, scale)
-
-
-_CAUSAL: dict = {}
-
-
-def _causal(L: int, S: int) -> np.ndarray:
-    # Read-only, so that one triangle per size can be shared by every call.
-    if (L, S) not in _CAUSAL:
-        tri = np.tri(L, S, dtype=bool)
-        tri.flags.writeable = False
-        _CAUSAL[L, S] = tri
-    return _CAUSAL[L, S]
-
-
-def _split_heads(x, num_heads: int):
-    B_L, E = x.shape[:-1], x.shape[-1]
-    return np.swapaxes(x.reshape(*B_L, num_heads, E // num_heads), -3, -2)
-
-
-def _merge_heads(x):
-    H, L, D = x.shape[-3:]
-    x = np.swapaxes(x, -3, -2)
-    return x.reshape(*x.shape[:-2], H * D)
-
-
-def _loss_unchecked(logits, targets, mask=None):
-    return _softmax_cross_entropy(logits, targets, np.ones(targets.shape, dtype=bool) if mask is None
-                                  else np.broadcast_to(mask, targets.shape))
-
-
-_PASSES = ("linear_forward", "linear_backward", "attention_forward", "attention_backward",
-           "embedding_forward", "embedding_backward", "positional_forward", "positional_backward",
-           "residual_forward", "residual_backward", "softmax_cross_entropy", "split_heads",
-           "merge_heads")
-
-#: The passes above, checked: every call validates its arguments (the functions of this module).
-CHECKED = SimpleNamespace(**{name: globals()[name] for name in _PASSES})
-
-#: The same arithmetic without the checks, for a loop whose arrays were checked once and are
-#: its own (``tiny_model.train``): the public functions above call these same functions after
-#: validating, so both compute identical numbers (split_heads and merge_heads are the reshapes
-#: of :mod:`attention_course.multihead` without its checks). Masks must be None or checked.
-UNCHECKED = SimpleNamespace(**{**{name: globals()["_" + name] for name in _PASSES},
-                               "softmax_cross_entropy": _loss_unchecked})
+    return logits, targets, keep

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_float_array, combine_masks, compute_dtype, linear, positive_int
+from ._validate import as_float_array, checking, combine_masks, compute_dtype, linear, positive_int
 from .attention import causal_mask, scaled_dot_product_attention
 
 
@@ -39,11 +39,13 @@ def split_heads(x, num_heads: int) -> np.ndarray:
            [[2., 3.],
             [6., 7.]]])
     """
-    x = as_float_array(x, "x", min_ndim=2, allow_nonfinite=True)
-    H = positive_int(num_heads, "num_heads")
-    L, E = x.shape[-2:]
-    if E % H:
-        raise ValueError(f"the last axis of x (E={E}) is not divisible by num_heads={H}")
+    if checking():                                     # not inside backprop.unchecked()
+        x = as_float_array(x, "x", min_ndim=2, allow_nonfinite=True)
+        num_heads = positive_int(num_heads, "num_heads")
+        if x.shape[-1] % num_heads:
+            raise ValueError(f"the last axis of x (E={x.shape[-1]}) is not divisible by "
+                             f"num_heads={num_heads}")
+    H, E = num_heads, x.shape[-1]
     x = x.reshape(*x.shape[:-1], H, E // H)            # (..., L, H, E/H)
     return np.swapaxes(x, -3, -2)                      # (..., H, L, E/H)
 
@@ -65,7 +67,8 @@ def merge_heads(x) -> np.ndarray:
     >>> bool((merge_heads(split_heads(x, 2)) == x).all())
     True
     """
-    x = as_float_array(x, "x", min_ndim=3, allow_nonfinite=True)
+    if checking():
+        x = as_float_array(x, "x", min_ndim=3, allow_nonfinite=True)
     H, L, D = x.shape[-3:]
     x = np.swapaxes(x, -3, -2)                         # (..., L, H, D)
     return x.reshape(*x.shape[:-2], H * D)             # (..., L, H*D)

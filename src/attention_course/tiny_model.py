@@ -44,6 +44,7 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 from . import backprop as bp
 from ._validate import assume_finite
 from ._worker_pool import WorkerPool
+from .multihead import merge_heads, split_heads
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
@@ -73,13 +74,13 @@ def _one_blas_thread(method):
     return single
 
 
-def _linear(x, W, ops=bp.CHECKED):
+def _linear(x, W):
     """x @ W through the backprop pair; W in the course's (in, out) orientation."""
-    return ops.linear_forward(x, W.T)
+    return bp.linear_forward(x, W.T)
 
 
-def _linear_back(dy, cache, ops=bp.CHECKED):
-    dx, dWt, _ = ops.linear_backward(dy, cache)
+def _linear_back(dy, cache):
+    dx, dWt, _ = bp.linear_backward(dy, cache)
     return dx, dWt.T
 
 
@@ -138,44 +139,40 @@ class LibraryModel(_Model):
             "W_U": self._normal(rng, (d_k, n_values), d_k ** -0.5),
         }
 
-    def forward(self, batch: LibraryBatch, ops=bp.CHECKED):
-        """Logits (B, n_values), attention weights (B, 1, n_books) and the cache for backward.
-
-        ``ops``: the backprop passes used, checked (default) or, inside :func:`train` after its
-        first step, :data:`attention_course.backprop.UNCHECKED` (the same arithmetic).
-        """
+    def forward(self, batch: LibraryBatch):
+        """Logits (B, n_values), attention weights (B, 1, n_books) and the cache for backward."""
         P = self.params
         N = batch.keys.shape[1]
         # The books' keys and the query share one table: one lookup for both.
         labels = np.concatenate([batch.keys, batch.query[:, None]], axis=1)   # (B, N + 1)
-        kq, c_kq = ops.embedding_forward(labels, P["key_embed"])             # (B, N + 1, d_model)
-        vb, c_vb = ops.embedding_forward(batch.values, P["value_embed"])   # (B, N, d_model)
+        kq, c_kq = bp.embedding_forward(labels, P["key_embed"])              # (B, N + 1, d_model)
+        vb, c_vb = bp.embedding_forward(batch.values, P["value_embed"])      # (B, N, d_model)
         books = kq[:, :N] + vb                                               # key and content
         xq = kq[:, N:]                                                       # (B, 1, d_model)
-        q, c_q = _linear(xq, P["W_Q"], ops)                                  # (B, 1, d_k)
-        k, c_k = _linear(books, P["W_K"], ops)                               # (B, N, d_k)
-        v, c_v = _linear(books, P["W_V"], ops)                               # (B, N, d_k)
-        out, weights, c_att = ops.attention_forward(q, k, v, scale=self._attn_scale(self.d_k))
-        logits, c_u = _linear(out[:, 0], P["W_U"], ops)                      # (B, n_values)
+        q, c_q = _linear(xq, P["W_Q"])                                       # (B, 1, d_k)
+        k, c_k = _linear(books, P["W_K"])                                    # (B, N, d_k)
+        v, c_v = _linear(books, P["W_V"])                                    # (B, N, d_k)
+        out, weights, c_att = bp.attention_forward(q, k, v, scale=self._attn_scale(self.d_k))
+        logits, c_u = _linear(out[:, 0], P["W_U"])                           # (B, n_values)
         return logits, weights, (c_kq, c_vb, c_q, c_k, c_v, c_att, c_u)
 
-    def backward(self, dlogits, cache, ops=bp.CHECKED) -> dict:
+    def backward(self, dlogits, cache) -> dict:
         c_kq, c_vb, c_q, c_k, c_v, c_att, c_u = cache
         g = {}
-        dout, g["W_U"] = _linear_back(dlogits, c_u, ops)
-        dq, dk, dv = ops.attention_backward(dout[:, None], c_att)
-        dxq, g["W_Q"] = _linear_back(dq, c_q, ops)
-        dbooks_k, g["W_K"] = _linear_back(dk, c_k, ops)
-        dbooks_v, g["W_V"] = _linear_back(dv, c_v, ops)
+        dout, g["W_U"] = _linear_back(dlogits, c_u)
+        dq, dk, dv = bp.attention_backward(dout[:, None], c_att)
+        dxq, g["W_Q"] = _linear_back(dq, c_q)
+        dbooks_k, g["W_K"] = _linear_back(dk, c_k)
+        dbooks_v, g["W_V"] = _linear_back(dv, c_v)
         dbooks = dbooks_k + dbooks_v
-        g["key_embed"] = ops.embedding_backward(np.concatenate([dbooks, dxq], axis=1), c_kq)
-        g["value_embed"] = ops.embedding_backward(dbooks, c_vb)
+        g["key_embed"] = bp.embedding_backward(np.concatenate([dbooks, dxq], axis=1), c_kq)
+        g["value_embed"] = bp.embedding_backward(dbooks, c_vb)
         return g
 
-    def loss_and_grads(self, batch: LibraryBatch, ops=bp.CHECKED):
-        logits, _, cache = self.forward(batch, ops)
-        loss, dlogits = ops.softmax_cross_entropy(logits, batch.targets)
-        return loss, self.backward(dlogits, cache, ops)
+    def loss_and_grads(self, batch: LibraryBatch):
+        logits, _, cache = self.forward(batch)
+        loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets)
+        return loss, self.backward(dlogits, cache)
 
     @_one_blas_thread
     def loss(self, batch: LibraryBatch) -> float:
@@ -304,7 +301,7 @@ class AttentionOnlyModel(_Model):
         if positional == "sinusoidal":
             self.pe = (pe_amplitude * sinusoidal_positional_encoding(max_len, d_model)).astype(dtype)
 
-    def forward(self, tokens, ablate=(), ops=bp.CHECKED):
+    def forward(self, tokens, ablate=()):
         """Logits (B, n, n_classes), the attention weights of every layer, and the cache.
 
         Parameters
@@ -314,9 +311,6 @@ class AttentionOnlyModel(_Model):
             Heads whose output is set to zero before W_O, so that they write nothing into the
             residual stream (counted from 0). For measuring only: :meth:`backward` does not
             know about it.
-        ops : namespace, optional
-            The backprop passes used: checked (default) or, inside :func:`train` after its first
-            step, :data:`attention_course.backprop.UNCHECKED` (the same arithmetic).
 
         Returns
         -------
@@ -330,58 +324,58 @@ class AttentionOnlyModel(_Model):
                              f"got shape {tokens.shape}")
         P, h = self.params, self.n_heads
         off = self._check_heads(ablate)
-        x, c_emb = ops.embedding_forward(tokens, P["embed"])                # (B, n, d_model)
+        x, c_emb = bp.embedding_forward(tokens, P["embed"])                  # (B, n, d_model)
         c_pos = None
         if self.positional == "learned":
-            x, c_pos = ops.positional_forward(x, P["pos"])
+            x, c_pos = bp.positional_forward(x, P["pos"])
         elif self.positional == "sinusoidal":
-            x, c_pos = ops.positional_forward(x, self.pe)
+            x, c_pos = bp.positional_forward(x, self.pe)
         layers, weights = [], []
         for layer in range(self.n_layers):
-            qkv, c_qkv = _linear(x, P[f"{layer}.W_QKV"], ops)               # (B, n, 3·h·d_k)
+            qkv, c_qkv = _linear(x, P[f"{layer}.W_QKV"])                     # (B, n, 3·h·d_k)
             B, n, _ = qkv.shape
             q, k, v = qkv.reshape(B, n, 3, h, self.d_k).transpose(2, 0, 3, 1, 4)   # each (B, h, n, d_k)
-            o, w, c_att = ops.attention_forward(q, k, v, is_causal=self.causal,
-                                                scale=self._attn_scale(self.d_k))
+            o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
+                                               scale=self._attn_scale(self.d_k))
             silent = [head for lay, head in off if lay == layer]
             if silent:
                 o = o.copy()
                 o[:, silent] = 0.0                                           # (B, h, n, d_k)
-            y, c_o = _linear(ops.merge_heads(o), P[f"{layer}.W_O"], ops)     # (B, n, d_model)
-            x, c_res = ops.residual_forward(x, y)
+            y, c_o = _linear(merge_heads(o), P[f"{layer}.W_O"])              # (B, n, d_model)
+            x, c_res = bp.residual_forward(x, y)
             layers.append((c_qkv, c_att, c_o, c_res))
             weights.append(w)                                                # (B, h, n, n)
-        logits, c_u = _linear(x, P["W_U"], ops)                              # (B, n, n_classes)
+        logits, c_u = _linear(x, P["W_U"])                                   # (B, n, n_classes)
         return logits, weights, (c_emb, c_pos, layers, c_u)
 
-    def backward(self, dlogits, cache, ops=bp.CHECKED) -> dict:
+    def backward(self, dlogits, cache) -> dict:
         c_emb, c_pos, layers, c_u = cache
         h, g = self.n_heads, {}
-        dx, g["W_U"] = _linear_back(dlogits, c_u, ops)
+        dx, g["W_U"] = _linear_back(dlogits, c_u)
         for layer in reversed(range(self.n_layers)):
             c_qkv, c_att, c_o, c_res = layers[layer]
-            dx, dy = ops.residual_backward(dx, c_res)
-            do, g[f"{layer}.W_O"] = _linear_back(dy, c_o, ops)
-            dq, dk, dv = ops.attention_backward(ops.split_heads(do, h), c_att)
+            dx, dy = bp.residual_backward(dx, c_res)
+            do, g[f"{layer}.W_O"] = _linear_back(dy, c_o)
+            dq, dk, dv = bp.attention_backward(split_heads(do, h), c_att)
             B, _, n, d = dq.shape
             # (B, n, 3, h, d) -> (B, n, 3·h·d): the layout of W_QKV's columns, filled in place
             dqkv = np.empty((B, n, 3, h, d), dtype=dq.dtype)
             for i, part in enumerate((dq, dk, dv)):
                 dqkv[:, :, i] = part.transpose(0, 2, 1, 3)                   # (B, h, n, d) -> (B, n, h, d)
             dqkv = dqkv.reshape(B, n, 3 * h * d)
-            dx_qkv, g[f"{layer}.W_QKV"] = _linear_back(dqkv, c_qkv, ops)
+            dx_qkv, g[f"{layer}.W_QKV"] = _linear_back(dqkv, c_qkv)
             dx = dx + dx_qkv
         if self.positional != "none":
-            dx, dpe = ops.positional_backward(dx, c_pos)
+            dx, dpe = bp.positional_backward(dx, c_pos)
             if self.positional == "learned":
                 g["pos"] = dpe
-        g["embed"] = ops.embedding_backward(dx, c_emb)
+        g["embed"] = bp.embedding_backward(dx, c_emb)
         return g
 
-    def loss_and_grads(self, batch: SequenceBatch, ops=bp.CHECKED):
-        logits, _, cache = self.forward(batch.tokens, ops=ops)
-        loss, dlogits = ops.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)
-        return loss, self.backward(dlogits, cache, ops)
+    def loss_and_grads(self, batch: SequenceBatch):
+        logits, _, cache = self.forward(batch.tokens)
+        loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)
+        return loss, self.backward(dlogits, cache)
 
     @_one_blas_thread
     def loss(self, batch: SequenceBatch) -> float:
@@ -582,7 +576,7 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     limit = (threadpool_limits(threads, user_api="blas") if threads else contextlib.nullcontext())
     # The first step runs the checked passes, which validate the batch, the parameters and every
     # array made from them; later steps repeat the same arithmetic on arrays of the same kind
-    # without the checks (backprop.UNCHECKED), which saves about half of a step's time. No NaN
+    # inside backprop.unchecked(), which saves about half of a step's time. No NaN
     # scan per call either (assume_finite): one finiteness test of the loss per step instead.
     # The optimiser's flat step updates the parameters as one array (views of it stand in the
     # model's params during the loop; the model's own arrays get the values back at the end).
@@ -590,9 +584,9 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
     # called as it is on every step, and its params stay its own arrays (it may hold them
     # elsewhere too).
     fast = isinstance(model, _Model)
-    args, update = (), optimizer.step
+    update = optimizer.step
     packed = optimizer._packed() if fast else contextlib.nullcontext()
-    with (limit, assume_finite(), packed as flat_step,
+    with (limit, assume_finite(), packed as flat_step, contextlib.ExitStack() as later_steps,
           ProgressLine(steps, label, enabled=bool(progress)) as bar):
         for step in range(steps + 1):
             if step in checkpoints:
@@ -601,14 +595,15 @@ def train(model, make_batch: Callable, steps: int, *, lr: float = 3e-3, seed: in
             if step == steps:
                 losses[step] = model.loss(batch)
                 break
-            loss, grads = model.loss_and_grads(batch, *args)
+            loss, grads = model.loss_and_grads(batch)
             if not np.isfinite(loss):
                 raise FloatingPointError(f"the loss became {loss} at step {step}; try a smaller lr "
                                          f"(got lr={lr})")
             losses[step] = loss
             update(grads)
-            if fast:
-                args, update = (bp.UNCHECKED,), flat_step
+            if fast and update is not flat_step:
+                later_steps.enter_context(bp.unchecked())
+                update = flat_step
             bar.update(step + 1, loss)
     seconds = time.perf_counter() - start
     return TrainingRun(model=model, loss=losses, checkpoint_steps=checkpoints,

@@ -30,7 +30,7 @@ be called; importing them here would slow every check down).
 How a check module uses it::
 
     from . import forbidden
-    from ._core import check_function
+    from .cases import check_function
 
     def check_my_softmax(fn, lang=None):
         check_function(fn, reference, cases, name=..., hint=...,
@@ -39,9 +39,9 @@ How a check module uses it::
 :func:`of` is called when the check runs (not at import), so the loaded outside libraries are
 those of that moment. A check module ends with these two lines, so that ``nbNN_checks.check_x``
 in a notebook is taken from a fresh copy of the installed file at every call
-(:func:`~attention_course.checks._core.fresh_copy`; ``tests/test_fresh_checks.py`` fails without)::
+(:func:`~attention_course.checks.fresh.fresh_copy`; ``tests/test_fresh_checks.py`` fails without)::
 
-    from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+    from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
     fresh_on_call(__name__)
  A new check module adds nothing here unless the library gained a function:
@@ -122,7 +122,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "backprop.linear_forward", "backprop.linear_backward", "backprop.embedding_forward",
     "backprop.embedding_backward", "backprop.positional_forward", "backprop.positional_backward",
     "backprop.residual_forward", "backprop.residual_backward", "backprop.layernorm_forward",
-    "backprop.layernorm_backward",
+    "backprop.layernorm_backward", "backprop.unchecked",
     "cost.attention_flops", "cost.attention_memory_bytes", "cost.max_length_for_memory",
     "cost.recurrent_flops", "cost.layer_complexity", "cost.windowed_pairs",
     "cost.windowed_attention_flops", "cost.windowed_attention_memory_bytes",
