@@ -201,7 +201,7 @@ def floor_seconds(n: int, mask: str, gemm_rate: float, exp_rate: float) -> float
 
 
 def fast_threads() -> int:
-    from attention_course.thread_pool import available_cpus
+    from attention_course.fast.thread_pool import available_cpus
 
     return available_cpus()
 

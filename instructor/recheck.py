@@ -371,12 +371,13 @@ def _worker() -> None:
     import io
     import linecache
 
-    from attention_course.checks import CheckFailed, _core
+    from attention_course.checks import CheckFailed
+    from attention_course.checks.fresh import fresh_copy
 
     # the checks, loaded before any of the student's code exists
     checks = {}
     for c in job["checks"]:
-        module = checks.setdefault(c["module"], _core.fresh_copy(f"attention_course.checks.{c['module']}"))
+        module = checks.setdefault(c["module"], fresh_copy(f"attention_course.checks.{c['module']}"))
         c["callable"] = getattr(module, c["function"])
     results: dict = {"checks": {}, "errors": [], "missing_globals": {}, "flags": seen}
     namespace: dict = {"__name__": "__main__"}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from attention_course.checks import CheckFailed, watch_calls
-from attention_course.checks._core import _name_chains
+from attention_course.checks.watcher import _name_chains
 
 
 # The ufunc is fetched by a string, so no line of the answer names ``np.exp``: only the local it
@@ -72,9 +72,9 @@ def test_fused_loads_give_each_name_its_own_chain():
 
 def test_every_load_opcode_of_this_python_is_known():
     """A name-loading opcode the watcher does not read would hide a forbidden call on this version."""
-    from attention_course.checks import _core
+    from attention_course.checks import watcher
 
-    read = _core._LOADS | _core._ATTRS | {"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST"}
+    read = watcher._LOADS | watcher._ATTRS | {"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST"}
     # no name to follow: constants, the locals dict, builtins the compiler loads, super()
     nameless = {"LOAD_CONST", "LOAD_SMALL_INT", "LOAD_LOCALS", "LOAD_ASSERTION_ERROR",
                 "LOAD_BUILD_CLASS", "LOAD_SUPER_ATTR", "INSTRUMENTED_LOAD_SUPER_ATTR",

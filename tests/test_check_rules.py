@@ -16,7 +16,8 @@ import pytest
 
 from attention_course import scaled_dot_product_attention, softmax
 from attention_course.checks import CheckFailed, check_function, nb01, nb02, nb03, nb06, nb07
-from attention_course.checks._core import Case, input_precision, precision_reason
+from attention_course.checks.cases import Case
+from attention_course.checks.comparison import input_precision, precision_reason
 from notebook_tools import failure, load_solutions
 
 

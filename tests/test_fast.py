@@ -434,7 +434,7 @@ def test_key_padding_masks_drop_keys_and_keep_the_answer(layout, kind):
 def test_helper_threads_are_started_once_and_survive_an_error(monkeypatch):
     import threading
 
-    import attention_course.fast as fast
+    import attention_course.fast.kernel as fast
 
     rng = np.random.default_rng(11)
     q, k, v = (rng.normal(size=(4, 64, 16)).astype(np.float32) for _ in range(3))
@@ -509,7 +509,7 @@ def test_a_helper_that_never_gets_a_core_is_not_waited_for(monkeypatch):
     # cancels its part instead of waiting. Here the helper never starts at all.
     import queue
 
-    import attention_course.thread_pool as pool
+    import attention_course.fast.thread_pool as pool
 
     stuck = queue.SimpleQueue()                  # an inbox nobody reads
     monkeypatch.setattr(pool._helpers, "inboxes", lambda n: [stuck] * n)
@@ -523,7 +523,7 @@ def test_a_helper_that_never_gets_a_core_is_not_waited_for(monkeypatch):
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_small_blocks_of_several_heads_give_the_same_numbers(is_causal):
     # Short sequences: several heads share one block (one call into NumPy for all of them).
-    import attention_course.fast as fast
+    import attention_course.fast.kernel as fast
 
     rng = np.random.default_rng(14)
     q, k, v = (rng.normal(size=(2, 4, 48, 16)).astype(np.float32) for _ in range(3))
@@ -541,7 +541,7 @@ def test_small_blocks_of_several_heads_give_the_same_numbers(is_causal):
 
 def test_blas_runs_on_one_thread_inside_the_blocks(monkeypatch):
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    import attention_course.fast as fast
+    import attention_course.fast.kernel as fast
 
     seen = []
     original = fast._Job.block
@@ -577,7 +577,7 @@ def test_buffers_kept_between_calls_do_not_leak_numbers():
 def test_a_padding_row_shared_by_every_head_drops_keys_once_and_groups_heads(layout, kind):
     # A mask of shape (1, 1, 1, S) blocks the same keys in every head: they leave k and v
     # before the blocks are made, so short sequences can still take several heads per block.
-    import attention_course.fast as fast
+    import attention_course.fast.kernel as fast
 
     rng = np.random.default_rng(17)
     q, k, v = (rng.normal(size=(2, 4, 48, 16)).astype(np.float32) for _ in range(3))

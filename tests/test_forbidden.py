@@ -15,8 +15,13 @@ from attention_course import grouped_query_attention
 from attention_course.checks import CheckFailed, forbidden, nb01, nb02
 from attention_course.multihead import MultiHeadAttention
 
-LIBRARY_MODULES = sorted(m.name for m in pkgutil.iter_modules(attention_course.__path__)
-                         if not m.name.startswith("_") and m.name not in ("checks", "widgets"))
+# Every public module, in subpackages too (fast.kernel, workers.pool), as "fast.kernel"; the
+# exercise checks and the widgets answer no exercise.
+LIBRARY_MODULES = sorted(
+    m.name.removeprefix("attention_course.")
+    for m in pkgutil.walk_packages(attention_course.__path__, "attention_course.")
+    if not any(part.startswith("_") for part in m.name.split("."))
+    and m.name.split(".")[1] not in ("checks", "widgets"))
 
 
 def public_callables():
@@ -47,9 +52,13 @@ def test_every_public_function_is_in_a_category_or_allowed_everywhere(name, obj)
         "that forbids its kind would let a learner call it")
 
 
+def test_the_subpackages_are_read():
+    assert {"fast.kernel", "fast.thread_pool", "workers.pool", "softmax"} <= set(LIBRARY_MODULES)
+
+
 def test_allowed_everywhere_names_real_functions_and_none_that_a_category_holds():
     for entry in forbidden.ALLOWED_EVERYWHERE:
-        module_name, name = entry.split(".")
+        module_name, name = entry.rsplit(".", 1)
         obj = getattr(importlib.import_module(f"attention_course.{module_name}"), name)
         assert not any(obj is f for group in forbidden.CATEGORIES.values() for f in group), entry
 

@@ -11,11 +11,14 @@ import pytest
 
 import attention_course
 from attention_course import checks, softmax
-from attention_course.checks import CheckFailed, _core, forbidden
+from attention_course.checks import CheckFailed, cases, comparison, forbidden, language, watcher
+from attention_course.checks import fresh as fresh_checks
 from attention_course.checks import nb01 as nb01_checks
 from attention_course.checks import nb02 as nb02_checks
 
-MODULES = sorted(p.stem for p in (Path(_core.__file__).parent).glob("nb*.py"))
+MODULES = sorted(p.stem for p in (Path(cases.__file__).parent).glob("nb*.py"))
+#: The modules every check uses: each must be loaded afresh with the check.
+SHARED = ("language", "comparison", "watcher", "loops", "cases", "forbidden")
 
 
 def never(*args, **kwargs):
@@ -25,7 +28,7 @@ def never(*args, **kwargs):
 @pytest.mark.parametrize("name", MODULES)
 def test_every_check_module_hands_out_fresh_checks(name):
     module = importlib.import_module(f"attention_course.checks.{name}")
-    assert isinstance(module, _core._FreshChecks), (
+    assert isinstance(module, fresh_checks._FreshChecks), (
         f"checks/{name}.py must end with fresh_on_call(__name__)")
     names = [n for n in vars(module) if n.startswith("check_")]
     assert names
@@ -44,12 +47,27 @@ def test_setattr_on_the_check_module_does_not_reach_the_check(monkeypatch, capsy
 
 
 def test_a_patched_machinery_or_registry_does_not_reach_the_check(monkeypatch):
-    monkeypatch.setattr(_core, "check_function", lambda *a, **k: print("passed"))
+    monkeypatch.setattr(cases, "check_function", lambda *a, **k: print("passed"))
     monkeypatch.setattr(checks, "check_function", lambda *a, **k: print("passed"))
     monkeypatch.setitem(forbidden.CATEGORIES, "softmax", ())
     monkeypatch.setattr(forbidden, "of", lambda *names: ())
     with pytest.raises(CheckFailed, match="softmax"):
         nb01_checks.check_stable_softmax(lambda x: softmax(x))
+
+
+def test_every_module_of_the_machinery_is_loaded_afresh(monkeypatch):
+    files = {p.stem for p in Path(cases.__file__).parent.glob("*.py")}
+    machinery = files - set(MODULES) - {"__init__", "fresh"}
+    assert set(fresh_checks._SHARED) == machinery == set(SHARED), "a module every check uses is not reloaded"
+    # an unwatched call, a silent failure and a lenient comparison, each in its own module
+    monkeypatch.setattr(watcher, "run_learner", lambda fn, *a, name, label, forbidden=(), hint=None,
+                        lang=None, **k: fn(*a, **k))
+    monkeypatch.setattr(language, "fail", lambda *a, **k: None)
+    monkeypatch.setattr(comparison, "compare_within", lambda *a, **k: None)
+    with pytest.raises(CheckFailed, match="softmax"):
+        nb01_checks.check_stable_softmax(lambda x: softmax(x))
+    with pytest.raises(CheckFailed, match="returned None"):
+        nb01_checks.check_stable_softmax(never)
 
 
 def test_the_fresh_check_keeps_the_language_and_raises_the_one_exception_class():
@@ -61,12 +79,15 @@ def test_the_fresh_check_keeps_the_language_and_raises_the_one_exception_class()
 
 
 def test_the_fresh_copy_is_not_installed_and_restores_what_it_swapped():
-    before = (checks.__dict__["_core"], checks.__dict__.get("forbidden"))
-    copy = _core.fresh_copy("attention_course.checks.nb01")
-    assert copy is not nb01_checks and copy.check_function is not _core.check_function
-    assert (checks.__dict__["_core"], checks.__dict__.get("forbidden")) == before
     import sys
-    assert sys.modules["attention_course.checks._core"] is _core
+
+    before = {leaf: (checks.__dict__.get(leaf), sys.modules[f"attention_course.checks.{leaf}"])
+              for leaf in SHARED}
+    copy = fresh_checks.fresh_copy("attention_course.checks.nb01")
+    assert copy is not nb01_checks and copy.check_function is not cases.check_function
+    assert {leaf: (checks.__dict__.get(leaf), sys.modules[f"attention_course.checks.{leaf}"])
+            for leaf in SHARED} == before
+    assert sys.modules["attention_course.checks.cases"] is cases
 
 
 def test_ipython_shows_only_the_message_of_a_failed_check():
@@ -74,7 +95,7 @@ def test_ipython_shows_only_the_message_of_a_failed_check():
         nb01_checks.check_stable_softmax(never)
     shown = info.value._render_traceback_()
     assert shown == [f"CheckFailed: {info.value}"]
-    assert "_core.py" not in "".join(shown) and "/" not in shown[0].split(":")[0]
+    assert ".py" not in "".join(shown) and "/" not in shown[0].split(":")[0]
 
 
 def test_an_unanswered_stub_shows_its_error_without_the_machinery():

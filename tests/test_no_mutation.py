@@ -253,7 +253,7 @@ def test_online_softmax_attention(inputs, block_q, block_k):
     call(online_softmax_attention, **inputs, block_q=block_q, block_k=block_k)
 
 
-@covers("fast.fast_attention")
+@covers("fast.kernel.fast_attention")
 @FEW
 @given(inputs=attention_inputs(), block_q=st.sampled_from([None, 1, 2]))
 def test_fast_attention(inputs, block_q):
@@ -644,7 +644,7 @@ def test_plots(seed, L, S, signed):
 
 # ---- what is checked, what is not ---------------------------------------------------------------
 
-MODULES = ("softmax", "attention", "multihead", "positional", "grouped", "chunked", "fast", "backprop",
+MODULES = ("softmax", "attention", "multihead", "positional", "grouped", "chunked", "fast.kernel", "backprop",
            "projections", "cost", "decoding", "head_patterns", "gradcheck", "optim", "examples",
            "tiny_model", "pretrained", "plots", "tasks")
 
@@ -655,7 +655,7 @@ LEFT_OUT = {
     "positional.frequencies": NUMBERS_ONLY,
     "positional.sinusoidal_positional_encoding": NUMBERS_ONLY,
     "positional.position_shift_matrix": NUMBERS_ONLY,
-    "fast.default_block_q": NUMBERS_ONLY,
+    "fast.kernel.default_block_q": NUMBERS_ONLY,
     "projections.plane_rotation": NUMBERS_ONLY,
     "head_patterns.head_gain": NUMBERS_ONLY,
     "head_patterns.layer_patterns": NUMBERS_ONLY,

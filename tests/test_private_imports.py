@@ -10,12 +10,11 @@ included, and two ways of reaching across are refused, each reported with its fi
 - ``module._name`` (and ``getattr(module, "_name")``) on a name bound to a module of the package
   by an import, e.g. ``positional._rotary_tables(...)`` or ``_validate._check(...)``.
 
-Private *modules* (``_validate.py``, ``_worker_pool.py``, ``checks/_core.py``, ``widgets/_base.py``
-and any added later) are package-internal units: importing the module itself (``from . import
-_validate``, ``from .checks import _core``) or a public name from it (``from ._validate import
+Private *modules* (``_validate.py`` and any added later) are package-internal units: importing
+the module itself (``from . import _validate``) or a public name from it (``from ._validate import
 positive_int``) is allowed anywhere in the package. The underscore of a module says that it is not
 for learners; the underscore of a name inside a module says that it is not for other modules.
-Binding a public name to a private alias (``from ._core import label as _label``) is allowed too.
+Binding a public name to a private alias (``from .language import label as _label``) is allowed too.
 A module may use its own private names through any name bound to it.
 """
 
@@ -119,8 +118,8 @@ def find_violations(source: str, here: str, is_package: bool, modules=MODULES) -
 
 def test_every_module_is_read_subpackages_included():
     names = {module_name(p) for p in MODULE_FILES}
-    assert {TOP, f"{TOP}.positional", f"{TOP}._validate", f"{TOP}.checks", f"{TOP}.checks._core",
-            f"{TOP}.checks.nb01", f"{TOP}.widgets._base"} <= names
+    assert {TOP, f"{TOP}.positional", f"{TOP}._validate", f"{TOP}.checks", f"{TOP}.checks.language",
+            f"{TOP}.checks.nb01", f"{TOP}.widgets.renderer", f"{TOP}.fast.kernel"} <= names
 
 
 @pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
@@ -134,14 +133,14 @@ def test_no_module_reaches_a_private_name_of_another(path):
 
 # ------------------------------------------------------------------------------ the scan itself
 FAKE = frozenset({TOP, f"{TOP}.positional", f"{TOP}.pretrained", f"{TOP}._validate", f"{TOP}.checks",
-                  f"{TOP}.checks._core", f"{TOP}.checks.nb01"})
+                  f"{TOP}.checks.language", f"{TOP}.checks.nb01"})
 
 
 @pytest.mark.parametrize(("source", "here", "expected"), [
     ("from .positional import _rotary_tables, apply_rotary", "pretrained", ["_rotary_tables"]),
     ("from attention_course.positional import _rotary_tables", "pretrained", ["_rotary_tables"]),
     ("from ..positional import _rotate_pairs as rotate", "checks.nb01", ["_rotate_pairs"]),
-    ("from ._core import _language", "checks.nb01", ["_language"]),
+    ("from .language import _language", "checks.nb01", ["_language"]),
     ("from ._validate import __x", "pretrained", ["__x"]),
     ("from . import positional\npositional._rotary_tables(1)", "pretrained", ["_rotary_tables"]),
     ("from . import positional as pos\nf = pos._rotate_pairs", "pretrained", ["_rotate_pairs"]),
@@ -150,13 +149,13 @@ FAKE = frozenset({TOP, f"{TOP}.positional", f"{TOP}.pretrained", f"{TOP}._valida
     ("import attention_course.positional as p\np._rotary_tables", "pretrained", ["_rotary_tables"]),
     ("import attention_course.positional\nattention_course.positional._rotary_tables", "pretrained",
      ["_rotary_tables"]),
-    ("import attention_course\nattention_course.checks._core._language", "pretrained", ["_language"]),
+    ("import attention_course\nattention_course.checks.language._language", "pretrained", ["_language"]),
     ("from . import positional\ngetattr(positional, '_rotary_tables')", "pretrained", ["_rotary_tables"]),
-    ("from .checks import _core\n_core.fresh_copy, _core._language", "pretrained", ["_language"]),
+    ("from .checks import language\nlanguage.get_language, language._language", "pretrained", ["_language"]),
     # allowed: a private module as a unit, public names, dunders, own names, other packages
     ("from . import _validate\nfrom ._validate import positive_int", "pretrained", []),
-    ("from .checks import _core\nfrom .checks._core import get_language", "pretrained", []),
-    ("from ._core import label as _label", "checks.nb01", []),
+    ("from .checks import language\nfrom .checks.language import get_language", "pretrained", []),
+    ("from .language import label as _label", "checks.nb01", []),
     ("from . import positional\npositional.__name__, positional.apply_rotary", "pretrained", []),
     ("import attention_course\nattention_course._validate", "pretrained", []),
     ("from .pretrained import _rope\nfrom . import pretrained\npretrained._rope", "pretrained", []),
@@ -176,5 +175,5 @@ def test_a_relative_import_is_read_from_the_right_package():
 
     assert imported_from(node(1, "positional"), f"{TOP}.pretrained", False) == f"{TOP}.positional"
     assert imported_from(node(2, "positional"), f"{TOP}.checks.nb01", False) == f"{TOP}.positional"
-    assert imported_from(node(1, "_core"), f"{TOP}.checks", True) == f"{TOP}.checks._core"
+    assert imported_from(node(1, "language"), f"{TOP}.checks", True) == f"{TOP}.checks.language"
     assert imported_from(node(1, None), f"{TOP}.checks.nb01", False) == f"{TOP}.checks"

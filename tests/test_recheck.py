@@ -69,7 +69,7 @@ FLAGGED = [
     ("course module attribute", "import attention_course.checks.nb02 as m\nm.check_cosine = None"),
     ("course module attribute", "setattr(nb01_checks, 'check_scores_for', print)"),
     ("course module attribute", "delattr(checks, 'nb01')"),
-    ("course module attribute", "checks._core.check_function = print"),
+    ("course module attribute", "checks.cases.check_function = print"),
     ("course module attribute", "nb01_checks.__dict__['check_scores_for'] = print"),
     ("course module attribute", "from attention_course import softmax as s\nimport attention_course\n"
                                 "attention_course.softmax = s"),

@@ -13,7 +13,7 @@ from PIL import Image
 
 import attention_course.widgets as widgets_pkg
 from attention_course.widgets import Explorer
-from attention_course.widgets._base import encode_png
+from attention_course.widgets.renderer import encode_png
 
 
 class Doubler(Explorer):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from attention_course._worker_pool import WorkerPool
+from attention_course.workers import WorkerPool
 
 pytestmark = pytest.mark.slow          # worker processes
 

@@ -146,6 +146,8 @@ def scaled_dot_product_attention(
 ):
     """softmax(q kᵀ · scale + mask) v, the textbook formula, one matrix product at a time.
 
+    The short version to read: :func:`attention_course.minimal.scaled_dot_product_attention`.
+
     Parameters
     ----------
     q : ndarray, shape (..., L, E)

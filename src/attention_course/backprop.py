@@ -183,6 +183,8 @@ def softmax_forward(x, mask=None):
 def softmax_backward(dy, cache):
     """Gradient of :func:`softmax_forward`: ``dx = y * (dy - sum(dy * y))`` row by row.
 
+    The short version to read: :func:`attention_course.minimal.softmax_backward`.
+
     Parameters
     ----------
     dy : ndarray, shape (..., n)
@@ -287,6 +289,8 @@ def _causal(L: int, S: int) -> np.ndarray:
 def attention_backward(dout, cache):
     """Gradients of :func:`attention_forward` with respect to q, k and v.
 
+    The short version to read: :func:`attention_course.minimal.attention_backward`.
+
     With scores ``Z = q kᵀ · scale (+ mask)`` and ``A = softmax(Z)``:
     ``dv = Aᵀ dout``, ``dA = dout vᵀ``, ``dZ = A * (dA - rowsum(dA * A))``,
     ``dq = dZ k · scale``, ``dk = dZᵀ q · scale``.
@@ -379,6 +383,8 @@ def _linear_inputs(x, weight, bias):
 
 def linear_backward(dy, cache):
     """Gradients of :func:`linear_forward`.
+
+    The short version to read: :func:`attention_course.minimal.linear_backward`.
 
     Parameters
     ----------
@@ -542,6 +548,8 @@ def _mha_inputs(query, key, value, params, num_heads, attn_mask, is_causal):
 def mha_backward(dout, cache):
     """Gradients of :func:`mha_forward`.
 
+    The short version to read: :func:`attention_course.minimal.mha_backward`.
+
     Parameters
     ----------
     dout : ndarray, shape (B, L, E)
@@ -624,6 +632,8 @@ def embedding_forward(tokens, table):
 def embedding_backward(dx, cache):
     """Gradient of :func:`embedding_forward` with respect to the table.
 
+    The short version to read: :func:`attention_course.minimal.embedding_backward`.
+
     Parameters
     ----------
     dx : ndarray, shape (B, n, E)
@@ -693,6 +703,8 @@ def positional_forward(x, pe):
 def positional_backward(dy, cache):
     """Gradients of :func:`positional_forward`.
 
+    The short version to read: :func:`attention_course.minimal.positional_backward`.
+
     Parameters
     ----------
     dy : ndarray, shape (B, n, E)
@@ -746,6 +758,8 @@ def residual_forward(x, fx):
 
 def residual_backward(dy, cache):
     """Gradients of :func:`residual_forward`: the gradient reaches both branches unchanged.
+
+    The short version to read: :func:`attention_course.minimal.residual_backward`.
 
     That is why a deep stack of residual blocks still trains: ``dx`` gets ``dy`` directly, not
     only through the sublayer.
@@ -812,6 +826,8 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
 def layernorm_backward(dy, cache):
     """Gradients of :func:`layernorm_forward`.
 
+    The short version to read: :func:`attention_course.minimal.layernorm_backward`.
+
     Returns
     -------
     dx : ndarray, shape (..., E)
@@ -836,6 +852,8 @@ def layernorm_backward(dy, cache):
 
 def softmax_cross_entropy(logits, targets, mask=None):
     """Mean cross-entropy of a softmax over classes, and its gradient in one go.
+
+    The short version to read: :func:`attention_course.minimal.softmax_cross_entropy`.
 
     Parameters
     ----------

@@ -19,6 +19,8 @@ from .attention import causal_mask, scaled_dot_product_attention
 def split_heads(x, num_heads: int) -> np.ndarray:
     """Cut the feature axis into ``num_heads`` slices and move the head axis forward.
 
+    The short version to read: :func:`attention_course.minimal.split_heads`.
+
     Parameters
     ----------
     x : ndarray, shape (..., L, E)
@@ -52,6 +54,8 @@ def split_heads(x, num_heads: int) -> np.ndarray:
 
 def merge_heads(x) -> np.ndarray:
     """Inverse of :func:`split_heads`: concatenate the heads back along the feature axis.
+
+    The short version to read: :func:`attention_course.minimal.merge_heads`.
 
     Parameters
     ----------

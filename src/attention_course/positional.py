@@ -118,6 +118,8 @@ def apply_rotary(x, positions=None, base: float = 10000.0) -> np.ndarray:
     Applied to queries and keys (not added to the embeddings), it makes the score between
     positions m and n depend only on the offset n - m.
 
+    The short version to read: :func:`attention_course.minimal.apply_rotary`.
+
     Parameters
     ----------
     x : ndarray, shape (..., L, D)

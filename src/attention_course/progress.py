@@ -47,7 +47,7 @@ class ProgressLine:
 
     def __init__(self, total: int, label: str = "", *, every: int | None = None,
                  enabled: bool = True, lang: str | None = None):
-        from .checks._core import get_language
+        from .checks.language import get_language
 
         self.words = _WORDS[get_language(lang)]
         self.total = int(total)

@@ -14,6 +14,8 @@ def softmax(x, axis: int = -1, *, temperature: float = 1.0) -> np.ndarray:
     does not change when a constant is added to a row) but keeps ``exp`` from overflowing, so
     logits of +-1e4 are exact.
 
+    The short version to read: :func:`attention_course.minimal.softmax`.
+
     Parameters
     ----------
     x : array_like, float16/32/64, shape (..., n)

@@ -43,12 +43,12 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from . import backprop as bp
 from ._validate import assume_finite
-from ._worker_pool import WorkerPool
 from .multihead import merge_heads, split_heads
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
 from .tasks import LibraryBatch, SequenceBatch
+from .workers import WorkerPool
 
 __all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", "start_workers", "train",
            "train_many", "two_token_model"]
@@ -635,7 +635,7 @@ def start_workers(processes: int | None = None) -> None:
 
 def _worker_count(processes, n_jobs) -> int:
     if processes is None:
-        from .thread_pool import available_cpus
+        from .fast.thread_pool import available_cpus
 
         processes = available_cpus()
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
@@ -668,7 +668,7 @@ def train_many(jobs: Mapping, *, processes: int | None = None) -> dict:
         ``1`` runs the jobs here, one after another. The workers are started once and kept
         for the next call with as many; an Interrupt, or a run that fails, ends them (the
         next call starts new ones). They ignore a kernel's Interrupt and its shutdown, and
-        end when this process does (see :mod:`attention_course._worker_pool`).
+        end when this process does (see :mod:`attention_course.workers.pool`).
 
     Returns
     -------

@@ -63,7 +63,7 @@ def test_notebook_widgets_work_in_browser(notebook, page, lab, work_dir, record_
 BROKEN = '''\
 import ipywidgets as w
 from matplotlib import pyplot as plt
-from attention_course.widgets._base import Explorer
+from attention_course.widgets.renderer import Explorer
 
 
 class RaisesInCompute(Explorer):

@@ -55,6 +55,7 @@ import sys
 
 from .. import backprop as bp
 from .. import fast, gradcheck
+from .. import minimal as short
 from ..attention import (
     attend_prepared,
     causal_mask,
@@ -88,15 +89,17 @@ from ..softmax import softmax, softmax_rows
 
 __all__ = ["ALLOWED_EVERYWHERE", "CATEGORIES", "of"]
 
-_ROTARY = (position_shift_matrix, apply_rotary, rotary_tables, rotate_pairs)
+_ROTARY = (position_shift_matrix, apply_rotary, rotary_tables, rotate_pairs, short.apply_rotary)
 
 #: Category name -> the library's callables in it. A class stands for its constructor and its call.
 CATEGORIES: dict[str, tuple] = {
-    "softmax": (softmax, softmax_rows, bp.softmax_forward, bp.softmax_cross_entropy),
+    "softmax": (softmax, softmax_rows, bp.softmax_forward, bp.softmax_cross_entropy, short.softmax,
+                short.softmax_cross_entropy),
     "attention": (scaled_dot_product_attention, attend_prepared, fast.fast_attention,
                   online_softmax_attention, grouped_query_attention, GroupedQueryAttention,
                   MultiHeadAttention, multi_head_attention_reference, bp.attention_forward,
-                  bp.mha_forward, attend_one, decode_causal, KVCache, PretrainedModel),
+                  bp.mha_forward, attend_one, decode_causal, KVCache, PretrainedModel,
+                  short.scaled_dot_product_attention),
     "online_softmax": (softmax_state, merge_softmax_states, state_output),
     "masks": (causal_mask, padding_mask, sliding_window_mask),
     "positional": (sinusoidal_positional_encoding, frequencies, alibi_bias, *_ROTARY),
@@ -104,8 +107,8 @@ CATEGORIES: dict[str, tuple] = {
     "grouped": (grouped_query_attention, repeat_kv, GroupedQueryAttention),
     "layers": (MultiHeadAttention, GroupedQueryAttention, GroupedQueryAttention.parameter_shapes),
     "cosine": (cosine_similarity,),
-    "backward": (bp.attention_backward, bp.mha_backward),
-    "softmax_backward": (bp.softmax_backward,),
+    "backward": (bp.attention_backward, bp.mha_backward, short.attention_backward, short.mha_backward),
+    "softmax_backward": (bp.softmax_backward, short.softmax_backward),
     "gradient_check": (gradcheck.numerical_gradient, gradcheck.check_gradient),
     "optimiser": (Adam.step,),
     "head_scores": (induction_scores, previous_token_scores, first_token_scores),
@@ -118,11 +121,13 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "projections.project_qkv", "projections.plane_rotation",
     "multihead.split_heads", "multihead.merge_heads", "multihead.from_torch_mha_mask",
     "multihead.check_layer_inputs", "attention.check_finite", "attention.prepare_attention_inputs",
-    "fast.available_cpus", "fast.default_block_q", "gradcheck.relative_error", "optim.Adam",
+    "fast.kernel.default_block_q", "gradcheck.relative_error", "optim.Adam",
     "backprop.linear_forward", "backprop.linear_backward", "backprop.embedding_forward",
     "backprop.embedding_backward", "backprop.positional_forward", "backprop.positional_backward",
     "backprop.residual_forward", "backprop.residual_backward", "backprop.layernorm_forward",
     "backprop.layernorm_backward", "backprop.unchecked",
+    "minimal.split_heads", "minimal.merge_heads", "minimal.linear_backward", "minimal.embedding_backward",
+    "minimal.positional_backward", "minimal.residual_backward", "minimal.layernorm_backward",
     "cost.attention_flops", "cost.attention_memory_bytes", "cost.max_length_for_memory",
     "cost.recurrent_flops", "cost.layer_complexity", "cost.windowed_pairs",
     "cost.windowed_attention_flops", "cost.windowed_attention_memory_bytes",
@@ -145,7 +150,8 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "pretrained.TransformersSample",
     "gguf_file.GGUFError", "gguf_file.GGUFFile", "gguf_file.TensorInfo", "gguf_file.read_gguf",
     "gguf_file.dequantize",
-    "thread_pool.available_cpus", "thread_pool.blas_one_thread", "thread_pool.run_shared",
+    "fast.thread_pool.available_cpus", "fast.thread_pool.blas_one_thread", "fast.thread_pool.run_shared",
+    "workers.pool.WorkerPool",
 )
 
 

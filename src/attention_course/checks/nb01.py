@@ -15,7 +15,10 @@ import numpy as np
 from .. import examples
 from ..softmax import softmax
 from . import forbidden
-from ._core import Case, check_function, compare, fail, get_language, run_learner
+from .cases import Case, check_function
+from .comparison import compare
+from .language import fail, get_language
+from .watcher import run_learner
 
 _rng = np.random.default_rng(2024)
 _MATRIX_3x4 = np.round(_rng.normal(size=(3, 4)) * 2, 2)
@@ -311,6 +314,6 @@ def check_zero_temperature_lookup(fn, *, lang: str | None = None) -> None:
                    forbidden=forbidden.of("softmax", "attention"), no_loops=True, lang=lang)
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -17,7 +17,10 @@ from ..attention import scaled_dot_product_attention
 from ..projections import project_qkv
 from ..softmax import softmax
 from . import forbidden
-from ._core import Case, check_function, compare, fail, get_language, precision_reason, run_learner
+from .cases import Case, check_function
+from .comparison import compare, precision_reason
+from .language import fail, get_language
+from .watcher import run_learner
 
 
 def _normal(seed: int, *shape, scale: float = 1.0) -> np.ndarray:
@@ -382,6 +385,6 @@ def check_same_scores(learner, *, lang: str | None = None) -> None:
            "en": f"✓ {name['en']}: all {len(cases)} cases pass"}[lang])
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -13,8 +13,11 @@ import numpy as np
 
 from ..attention import causal_mask, padding_mask, scaled_dot_product_attention
 from . import forbidden
-from ._core import Case, check_function, compare, fail, get_language, run_learner
-from ._core import label as _label
+from .cases import Case, check_function
+from .comparison import compare
+from .language import fail, get_language
+from .language import label as _label
+from .watcher import run_learner
 
 __all__ = ["check_attention", "check_continuation_mask", "check_packed_mask", "check_score_scale"]
 
@@ -422,6 +425,6 @@ def check_score_scale(learner, lang: str | None = None) -> None:
            "en": f"✓ {SCALE_NAME['en']}: all {len(cases)} cases pass"}[lang])
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -15,8 +15,9 @@ from ..attention import scaled_dot_product_attention
 from ..grouped import GroupedQueryAttention, grouped_query_attention
 from ..multihead import merge_heads
 from . import forbidden
-from ._core import Case, check_function, get_language
-from ._core import label as _label
+from .cases import Case, check_function
+from .language import get_language
+from .language import label as _label
 
 __all__ = ["check_grouped_attention", "check_grouped_num_parameters", "check_head_contributions"]
 
@@ -267,6 +268,6 @@ def check_grouped_num_parameters(fn, lang=None) -> None:
                    hint=PARAMETERS_HINT, forbidden=forbidden.of("layers"), lang=lang)
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

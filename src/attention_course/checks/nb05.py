@@ -19,15 +19,10 @@ from ..positional import (
     sinusoidal_positional_encoding,
 )
 from . import forbidden
-from ._core import (
-    Case,
-    CheckFailed,
-    check_function,
-    fail,
-    get_language,
-    run_learner,
-)
-from ._core import label as _t
+from .cases import Case, check_function
+from .language import CheckFailed, fail, get_language
+from .language import label as _t
+from .watcher import run_learner
 
 
 def _same(got, expected) -> bool:
@@ -411,6 +406,6 @@ def check_rope(fn, lang=None) -> None:
         fn, (probe_x, np.array([2, 5, 9])), slips, lang)
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

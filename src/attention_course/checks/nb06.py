@@ -12,18 +12,11 @@ import numpy as np
 from ..attention import scaled_dot_product_attention, sliding_window_mask
 from ..decoding import attend_one, merge_softmax_states, softmax_state
 from . import forbidden
-from ._core import (
-    Case,
-    check_function,
-    compare,
-    fail,
-    get_language,
-    peak_memory,
-    precision_reason,
-    run_learner,
-    tolerance_for,
-)
-from ._core import label as _t
+from .cases import Case, check_function
+from .comparison import compare, precision_reason, tolerance_for
+from .language import fail, get_language
+from .language import label as _t
+from .watcher import peak_memory, run_learner
 
 #: The KV-cache exercises forbid every attention function of the library and the running accounts.
 _ATTENTION = ("attention", "online_softmax")
@@ -229,6 +222,6 @@ def check_window_mask(fn, lang: str | None = None) -> None:
     )
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

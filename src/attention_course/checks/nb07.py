@@ -15,8 +15,10 @@ import numpy as np
 from .. import backprop as bp
 from ..optim import Adam
 from . import forbidden as _forbidden
-from ._core import Case, check_function, fail, get_language, matching_hint, run_learner
-from ._core import label as _label
+from .cases import Case, check_function, matching_hint
+from .language import fail, get_language
+from .language import label as _label
+from .watcher import run_learner
 
 __all__ = ["check_adam_step", "check_find_bugs", "check_masked_attention_backward",
            "check_scale_gradient"]
@@ -373,6 +375,6 @@ def check_find_bugs(learner, lang: str | None = None) -> None:
            "en": f"✓ {BUGS_NAME['en']}: all {len(SUSPECTS)} cases pass"}[lang])
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..tiny_model import AttentionOnlyModel
-from ._core import Case, check_function
-from ._core import label as _label
+from .cases import Case, check_function
+from .language import label as _label
 
 __all__ = ["check_induction_score", "check_k_composition", "check_weight_on_offset"]
 
@@ -278,6 +278,6 @@ _k_variants = _as_mistakes(_k_variants_values)
 _offset_variants = _as_mistakes(_offset_variants_values)
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -16,8 +16,10 @@ from .. import pretrained
 from ..grouped import grouped_query_attention
 from ..positional import apply_rotary
 from . import forbidden
-from ._core import Case, check_function, fail, get_language, matching_hint, run_learner
-from ._core import label as _label
+from .cases import Case, check_function, matching_hint
+from .language import fail, get_language
+from .language import label as _label
+from .watcher import run_learner
 
 __all__ = ["check_core_share", "check_induction_score", "check_layer_attention"]
 
@@ -344,6 +346,6 @@ def check_core_share(learner, lang: str | None = None) -> None:
                    forbidden=calls, rtol=1e-6, atol=0.0)
 
 
-from ._core import fresh_on_call  # noqa: E402 - last, once the module is complete
+from .fresh import fresh_on_call  # noqa: E402 - last, once the module is complete
 
 fresh_on_call(__name__)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import examples
 from ..plots import bar_artists, set_bars, weight_bars
 from ..softmax import softmax
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 _TEXT = {
     "zh": {

@@ -16,7 +16,7 @@ import numpy as np
 from .. import examples
 from ..plots import heatmap, set_heatmap
 from ..projections import plane_rotation
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 _TEXT = {
     "zh": {

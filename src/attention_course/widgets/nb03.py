@@ -15,7 +15,7 @@ import ipywidgets as w
 import numpy as np
 
 from ..softmax import softmax
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 #: The key widths the slider offers (powers of two, as in real models).
 D_K_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512, 1024)

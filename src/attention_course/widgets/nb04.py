@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as w
 
 from .. import examples, head_patterns, plots
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 #: Head counts offered; each divides the hand-set layer's width.
 HEAD_COUNTS = (1, 2, 3, 4, 6)

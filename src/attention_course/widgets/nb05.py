@@ -12,7 +12,7 @@ import ipywidgets as w
 import numpy as np
 
 from ..positional import frequencies
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 _TEXT = {
     "zh": {

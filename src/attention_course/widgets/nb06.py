@@ -22,7 +22,7 @@ from ..cost import (
     windowed_attention_flops,
     windowed_attention_memory_bytes,
 )
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 KINDS = ("full", "chunked", "windowed")
 GIB = 2**30

@@ -17,7 +17,7 @@ import numpy as np
 from .. import plots
 from ..tasks import library_batch, previous_token_batch
 from ..tiny_model import AttentionOnlyModel, LibraryModel, TrainingRun, train
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 #: The tasks the explorer offers, in the notebook's order.
 TASKS = ("library", "previous")

@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 
 from .. import plots
 from ..pretrained import previous_token_scores, repeated_random_tokens
-from ._base import Explorer, check_lang
+from .renderer import Explorer, check_lang
 
 FREE = "free"
 

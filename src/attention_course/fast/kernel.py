@@ -44,7 +44,7 @@ Queries are taken ``block_q`` at a time (a *block*; for short sequences several 
    (``pᵀ @ v``), then the division by the sums, done on the (block_q, Ev) output instead of the
    (S, block_q) weights: ``(p / l) @ v == (p @ v) / l``.
 
-The blocks are shared out to one thread per core (:mod:`~attention_course.thread_pool`, which
+The blocks are shared out to one thread per core (:mod:`~attention_course.fast.thread_pool`, which
 gives its reasons), because NumPy's ``exp`` runs on one core. Two more pitfalls are avoided:
 ``matmul``, not ``einsum`` (slower here, and it may allocate more); and no ``/ np.sqrt(E)``:
 under NumPy 2 a NumPy float64 scalar turns float32 arrays into float64, twice the memory and
@@ -60,8 +60,8 @@ from collections import deque
 
 import numpy as np
 
-from ._validate import compute_dtype, positive_int
-from .attention import check_finite, prepare_attention_inputs
+from .._validate import compute_dtype, positive_int
+from ..attention import check_finite, prepare_attention_inputs
 from .thread_pool import available_cpus, blas_one_thread, run_shared
 
 __all__ = ["available_cpus", "default_block_q", "fast_attention"]

@@ -34,7 +34,7 @@ class WorkerPool:
 
     def __init__(self, processes: int):
         env = dict(os.environ, **_ONE_THREAD)
-        command = [sys.executable, "-c", "from attention_course._worker_pool import _serve; _serve()"]
+        command = [sys.executable, "-c", "from attention_course.workers.pool import _serve; _serve()"]
         self.workers = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          env=env, start_new_session=True)
                         for _ in range(processes)]
