@@ -1,8 +1,10 @@
 """attention_course: the library behind the self-attention course (中文 / English).
 
-One module per idea, in the order of the notebooks (every module is listed here, and a test,
-tests/test_library_map.py, fails when one is missing):
+Two parts (every module is listed here, and a test, tests/test_library_map.py, fails when one is
+missing). What a learner reads, one module per idea in the order of the notebooks:
 
+- :mod:`.minimal` - each idea of the notebooks in its shortest readable form (at most 25 lines),
+  tested equal to the full functions below, whose docstrings point to it (01-07)
 - :mod:`.softmax` - a stable softmax (01, 03)
 - :mod:`.projections` - Q, K, V from one embedding (02)
 - :mod:`.attention` - scaled dot-product attention and masks, PyTorch semantics (03)
@@ -12,18 +14,12 @@ tests/test_library_map.py, fails when one is missing):
 - :mod:`.positional` - sinusoidal, rotary and ALiBi positional encoding (05)
 - :mod:`.cost` - how many operations and how much memory attention needs (06)
 - :mod:`.chunked` - exact attention in blocks with an online softmax (06)
-- :mod:`.fast` - machinery: exact attention arranged for speed, benchmarked against PyTorch
-  (``fast.kernel``), and the persistent threads it shares its blocks out to (``fast.thread_pool``) (06)
 - :mod:`.decoding` - one token at a time against a KV cache (06)
 - :mod:`.backprop` - forward/backward pairs of every layer, CS231n style (07)
-- :mod:`.minimal` - each idea of the notebooks in its shortest readable form, for reading; tested
-  equal to the full functions (01-07)
 - :mod:`.optim` - Adam (07)
 - :mod:`.gradcheck` - numerical gradients and relative errors (07)
 - :mod:`.tasks` - small seeded tasks that tiny models learn in seconds (07, 08)
 - :mod:`.tiny_model` - tiny attention-only models and their training loop (07, 08)
-- :mod:`.workers` - machinery: the worker processes that run :func:`.tiny_model.train_many`'s
-  trainings (``workers.pool``) (07, 08)
 - :mod:`.sweep` - 07's and 08's claims about trained models, measured on seeds no notebook uses;
   08's stored other solution (07, 08)
 - :mod:`.progress` - a progress line that updates in place (07)
@@ -32,12 +28,24 @@ tests/test_library_map.py, fails when one is missing):
   attention and KV cache (:class:`.decoding.KVCache`) (09)
 - :mod:`.examples` - the running examples of the course, in both languages
 - :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
-- :mod:`.widgets` - one live widget module per notebook (``nbNN``: controls and a pure ``compute()``),
-  drawn by the machinery of ``widgets.renderer`` (``Explorer``)
-- :mod:`.checks` - one exercise-check module per notebook (``nbNN``), on ``checks.language`` (the
-  messages, ``CheckFailed``), ``checks.comparison`` (tolerances, ``compare``), ``checks.watcher``
-  (forbidden calls), ``checks.loops``, ``checks.cases`` (the loop over cases), ``checks.fresh`` (a
-  fresh copy at each call) and ``checks.forbidden`` (the forbidden functions by category)
+- :mod:`.widgets` - one live widget module per notebook (``nbNN``: its controls and a pure
+  ``compute()``)
+- :mod:`.checks` - one exercise-check module per notebook (``nbNN``), and
+  ``checks.forbidden``: the library functions an exercise may forbid, by category
+
+The machinery, each in a subpackage or module named for it, which following the course never
+needs:
+
+- :mod:`.fast` - exact attention arranged for speed, benchmarked against PyTorch (``fast.kernel``),
+  and the persistent threads it shares its blocks out to (``fast.thread_pool``) (06)
+- :mod:`.workers` - the worker processes that run :func:`.tiny_model.train_many`'s trainings
+  (``workers.pool``) (07, 08)
+- ``widgets.renderer`` - ``Explorer``: a widget's figure built once and updated, sent as PNG
+- ``checks``' shared modules, one concern each: ``language`` (the session's language, the
+  bilingual texts, ``CheckFailed``), ``comparison`` (tolerances and ``compare``, the grader's
+  side), ``watcher`` (forbidden calls), ``loops``, ``cases`` (the loop over cases), ``fresh`` (a
+  fresh copy of a check at each call) and ``plain`` (plain data across a process boundary, read
+  without running code)
 - :mod:`._validate` - the input checks shared by the public functions (clear errors at the boundary)
 
 Mask convention everywhere: a boolean mask is True where a position takes part. Heads, layers,
