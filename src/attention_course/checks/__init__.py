@@ -7,8 +7,9 @@ machinery has one module per concern: :mod:`.language` (the session's language, 
 texts and :func:`label`, :class:`CheckFailed` and :func:`fail`), :mod:`.comparison` (tolerances that
 follow the dtype and :func:`compare`, the grader's side), :mod:`.watcher` (runs the learner's
 function and watches it for forbidden calls), :mod:`.loops` (:func:`assert_no_loops`),
-:mod:`.cases` (the loop over cases :func:`check_function`, :func:`check_value`) and :mod:`.fresh`
-(the fresh copies below). The library functions an exercise may forbid, in named categories, are in
+:mod:`.cases` (the loop over cases :func:`check_function`, :func:`check_value`), :mod:`.fresh`
+(the fresh copies below) and :mod:`.plain` (plain data across a process boundary, read without
+running code). The library functions an exercise may forbid, in named categories, are in
 :mod:`.forbidden`.
 
 A notebook's check cell, ``nbNN_checks.check_x(answer)``, gets its check from a fresh copy of the
