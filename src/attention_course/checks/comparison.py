@@ -32,14 +32,18 @@ __all__ = [
 _TOLERANCES = {2: (1e-2, 1e-3), 4: (1e-4, 1e-5), 8: (1e-9, 1e-12)}
 
 
+def _real_bytes(x) -> int | None:
+    """Bytes per real number of a floating or complex array or NumPy scalar (at most 8), else None."""
+    kind, size = x.dtype.kind, x.dtype.itemsize
+    return min(size, 8) if kind == "f" else min(size // 2, 8) if kind == "c" else None
+
+
 def _float_sizes(x, out: list, depth: int = 0) -> None:
     if depth > 4:
         return
     if isinstance(x, (np.ndarray, np.generic)):
-        if x.dtype.kind == "f":
-            out.append(min(x.dtype.itemsize, 8))
-        elif x.dtype.kind == "c":
-            out.append(min(x.dtype.itemsize // 2, 8))
+        if _real_bytes(x) is not None:
+            out.append(_real_bytes(x))
     elif isinstance(x, float):
         out.append(8)
     elif isinstance(x, (list, tuple)):
@@ -77,10 +81,8 @@ def input_precision(*inputs) -> int | None:
         if depth > 4:
             return
         if isinstance(x, (np.ndarray, np.generic)):
-            if x.dtype.kind == "f":
-                sizes.append(min(x.dtype.itemsize, 8))
-            elif x.dtype.kind == "c":
-                sizes.append(min(x.dtype.itemsize // 2, 8))
+            if _real_bytes(x) is not None:
+                sizes.append(_real_bytes(x))
         elif isinstance(x, list):
             if any(isinstance(v, (float, list, tuple)) for v in x[:1000]):
                 sizes.append(8)
