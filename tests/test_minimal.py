@@ -14,6 +14,7 @@ import ast
 import importlib
 import inspect
 import io
+import math
 import textwrap
 import tokenize
 
@@ -345,3 +346,10 @@ def test_mha_backward(dtype, B, L, S, H, d_k, kind, seed):
     assert set(full_grads) <= set(grads)
     for name, g in full_grads.items():
         same(grads[name], g, dtype, name)
+
+
+def test_a_loss_over_no_position_is_zero_not_minus_zero():
+    logits, targets, none = np.zeros((2, 3)), np.zeros(2, dtype=int), np.zeros(2, dtype=bool)
+    for loss, _ in (minimal.softmax_cross_entropy(logits, targets, none),
+                    bp.softmax_cross_entropy(logits, targets, none)):
+        assert loss == 0.0 and math.copysign(1.0, loss) == 1.0

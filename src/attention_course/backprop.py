@@ -18,7 +18,8 @@ refused: these passes are written and tested for float32 and float64 only.
 
 Every pass checks its arguments, so that a mistake is named where it is made. A loop that checked
 its arrays once and calls the passes thousands of times runs them inside :func:`unchecked`: the
-same functions then skip their checks and compute the same numbers, bit for bit.
+same functions then skip their checks, and the casts that come with them, and compute the same
+numbers, bit for bit, on arrays that already have the forward's dtype.
 """
 
 from __future__ import annotations
@@ -70,8 +71,10 @@ def unchecked():
 
     For a loop whose arrays were checked once and are its own: ``tiny_model.train`` runs its
     first step checked and the others inside this block. The passes compute the same numbers
-    either way; only a mistake goes unnamed (a wrong shape gives a NumPy error, or a wrong
-    answer). Masks must be None or made by the loop itself.
+    either way, provided every array already has the forward's dtype: the checks also cast a
+    floating mask and an upstream gradient to it, and inside this block nothing is cast. Only a
+    mistake goes unnamed (a wrong shape gives a NumPy error, or a wrong answer). Masks must be
+    None or made by the loop itself.
 
     Examples
     --------

@@ -62,7 +62,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     q : ndarray, shape (..., L, E)
     k : ndarray, shape (..., S, E), S >= 1
     v : ndarray, shape (..., S, Ev)
-    mask : ndarray of bool, broadcastable to (..., L, S), optional
+    mask : ndarray of bool, broadcastable to (..., L, S) without adding axes, optional
         True = the key takes part for that query.
 
     Returns
@@ -422,7 +422,8 @@ def softmax_cross_entropy(logits, targets, mask=None):
     log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))      # (..., C)
     # where a position does not count its target may be anything; class 0 stands in
     onehot = np.eye(logits.shape[-1], dtype=logits.dtype)[np.where(keep, targets, 0)]   # (..., C)
-    loss = -float((log_p * onehot)[keep].sum(dtype=np.float64)) / count        # -mean log p[target]
+    # -mean log p[target]; adding 0.0 turns the -0.0 of an empty sum into 0.0
+    loss = -float((log_p * onehot)[keep].sum(dtype=np.float64)) / count + 0.0
     dlogits = (np.exp(log_p) - onehot) * keep[..., None] / count               # (..., C)  (p - y) / N
     return loss, dlogits
 
