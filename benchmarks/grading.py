@@ -3,6 +3,7 @@
     python benchmarks/grading.py                 # 3 students, every notebook of en
     python benchmarks/grading.py --lang zh --students 3
     python benchmarks/grading.py --notebooks 1   # the first notebook only: the small case the tests run
+    python benchmarks/grading.py --recheck-only  # the re-check alone, 3 rounds, without nbgrader
 
 The students: one returns the instructor's notebooks (every exercise right), one the blank
 hand-out (every check fails on its stub), one the hand-out with every locked check cell wrapped in
@@ -13,6 +14,10 @@ re-check in a fresh interpreter per notebook), in a new course folder.
 The output gives the wall time of the whole run and of the re-check alone (timed again on the
 same notebooks afterwards), the machine (CPU model, cores, BLAS) and the load average before and
 after, and the budget line: a class of 3 × all notebooks must grade in 8 minutes on 2 cores.
+
+With ``--recheck-only`` nbgrader does not run: the re-check alone goes over the returned notebooks
+(make grade's input layout) one at a time, in rounds, and the median round is the figure to compare
+between two versions of the re-check.
 """
 
 from __future__ import annotations
@@ -32,10 +37,6 @@ from machine import cpu_kind, load_text
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "instructor"))
 BUDGET_S = 8 * 60
-
-
-
-
 
 
 def wrapped(nb: dict) -> dict:
@@ -71,12 +72,37 @@ def make_class(lang: str, students: int, notebooks: list[str], folder: Path) -> 
     return submitted
 
 
+def recheck_rounds(submitted: Path, lang: str, rounds: int) -> list[float]:
+    """Re-check every returned notebook one at a time, ``rounds`` times; print each round and the median."""
+    import statistics
+
+    import recheck
+
+    paths = sorted(submitted.glob("*/*.ipynb"))
+    times, scores = [], {}
+    for r in range(rounds):
+        start = time.perf_counter()
+        for path in paths:
+            result = recheck.recheck(path, lang)
+            scores[(path.parent.name, path.name)] = result.score
+        times.append(time.perf_counter() - start)
+        print(f"round {r}: the re-check of {len(paths)} notebooks took {times[-1]:.1f} s")
+    print(f"the re-check alone, median of {rounds} rounds: {statistics.median(times):.1f} s")
+    for kind in sorted({s for s, _ in scores}):
+        total = sum(v for (s, _), v in scores.items() if s == kind and v is not None)
+        print(f"  {kind}: {total:g} points")
+    return times
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lang", default="en", choices=("zh", "en"))
     parser.add_argument("--students", type=int, default=3)
     parser.add_argument("--notebooks", type=int, default=0, help="1: only the first notebook; 0: all")
     parser.add_argument("--keep", help="grade into this folder and keep it (default: a temporary one)")
+    parser.add_argument("--recheck-only", action="store_true",
+                        help="time only the re-check of the returned notebooks, in rounds (no nbgrader)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --recheck-only (default 3)")
     args = parser.parse_args(argv)
     names = sorted(p.name for p in (ROOT / "notebooks" / args.lang).glob("*.ipynb"))
     if args.notebooks not in (0, 1):
@@ -88,6 +114,12 @@ def main(argv: list[str]) -> int:
     print(f"python {platform.python_version()}; load average before: {load_text()}")
     submitted = make_class(args.lang, args.students, names, folder)
     print(f"class: {args.students} students × {len(names)} notebooks ({args.lang})")
+    if args.recheck_only:
+        recheck_rounds(submitted, args.lang, args.rounds)
+        print(f"load average after: {load_text()}")
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        return 0
     start = time.perf_counter()
     run = subprocess.run([sys.executable, str(ROOT / "instructor" / "grade.py"), str(submitted),
                           "--out", str(folder / "course")], capture_output=True, text=True, encoding="utf-8")

@@ -330,118 +330,76 @@ def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict
 
 
 # ---------------------------------------------------------------------------------------------
-# The fresh interpreter (this file run with --worker)
+# The grader (this file run with --grader): the checks here, each answer in a worker
 # ---------------------------------------------------------------------------------------------
 
-def _worker() -> None:
-    """Read the job (JSON) from stdin, write the results (JSON) on the original stdout."""
-    out_fd = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)                           # whatever the student's code prints goes nowhere
+def _grader() -> None:
+    """Read the job (JSON) from stdin, grade it (``isolated.grade``), write the results (JSON)."""
+    from attention_course.checks import isolated
+
     job = json.loads(sys.stdin.read())
-    folder = os.path.realpath(job["folder"])
-    seen: list[dict] = []
-    watching = [False]
-    allowed = [folder, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
-               os.path.realpath(os.devnull), "/dev/", "/proc/", "/sys/", os.path.realpath(str(ROOT))]
-    import tempfile
-    allowed.append(os.path.realpath(tempfile.gettempdir()))
-    allowed += [os.path.realpath(p) for p in sys.path if p]
+    limits = job.pop("limits")
+    results = isolated.grade(job, call_seconds=limits["call"], notebook_seconds=limits["notebook"],
+                             memory_limit=limits["memory"])
+    sys.stdout.write(json.dumps(results))
 
-    def audit(event, args):
-        if not watching[0]:
-            return
-        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if not any(path == a or path.startswith(a.rstrip(os.sep) + os.sep) or
-                       (a.endswith("/") and path.startswith(a)) for a in allowed):
-                entry = {"pattern": "file outside the folder", "code": f"opened {path} while the checks ran"}
-                if entry not in seen:
-                    seen.append(entry)
-        elif event in ("os.system", "subprocess.Popen", "os.fork", "os.exec", "os.posix_spawn",
-                       "os.spawn", "_thread.start_new_thread"):
-            entry = {"pattern": "thread or process", "code": f"{event} while the checks ran"}
-            if entry not in seen:
-                seen.append(entry)
 
-    sys.addaudithook(audit)
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    os.chdir(folder)
-    import contextlib
-    import io
-    import linecache
+def forbidden_flags(cells: list[tuple[int, str]], code: list[str], context: list[str],
+                    forbidden: dict[str, list[str]]) -> list[dict]:
+    """The flags of functions a check forbade that the answer or its helpers name, however imported.
 
-    from attention_course.checks import CheckFailed
-    from attention_course.checks.fresh import fresh_copy
+    ``forbidden`` is ``{answer: names}`` as the grader collected it (``forbidden.names_of``); the
+    names in the answer's definition and its helpers' (``loops.functions_in_source`` of ``code``)
+    are resolved through the notebook's imports to objects of the course's library.
+    """
+    from attention_course.checks import forbidden as registry
+    from attention_course.checks.loops import functions_in_source
+    from attention_course.checks.watcher import unwrap_chain
 
-    # the checks, loaded before any of the student's code exists
-    checks = {}
-    for c in job["checks"]:
-        module = checks.setdefault(c["module"], fresh_copy(f"attention_course.checks.{c['module']}"))
-        c["callable"] = getattr(module, c["function"])
-    results: dict = {"checks": {}, "errors": [], "missing_globals": {}, "flags": seen}
-    namespace: dict = {"__name__": "__main__"}
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    trees = [t for t in (_parse(src) for _, src in cells) if t is not None]
+    aliases = _aliases(trees + [t for t in map(_parse, context) if t is not None])
+    source = "\n".join(code)
+    found = []
+    for answer, names in forbidden.items():
+        targets = {}
+        for f in registry.from_names(names):
+            for obj in unwrap_chain(f):
+                targets[id(obj)] = (obj, f)
+        outside = {dotted for category in registry.OUTSIDE for dotted in registry.OUTSIDE[category]}
+        for _, tree in functions_in_source(source, answer):
+            if tree is None:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Name, ast.Attribute)):
+                    continue
+                chain = _resolved(_chain(node), aliases)
+                hit = ".".join(chain) if ".".join(chain) in outside else None
+                if hit is None and chain[:1] == (COURSE_PACKAGE,):
+                    obj = _course_object(chain)
+                    if obj is not None and any(id(o) in targets and targets[id(o)][0] is o
+                                               for o in unwrap_chain(obj)):
+                        hit = ".".join(chain)
+                if hit is not None:
+                    entry = {"cell": None, "pattern": "forbidden function",
+                             "code": f"{answer} names {hit}, which its check forbids"}
+                    if entry not in found:
+                        found.append(entry)
+    return found
+
+
+def _course_object(chain: tuple[str, ...]):
+    """The object of the course's library a dotted name reaches, or None."""
+    import importlib
+
+    for cut in range(len(chain), 0, -1):
         try:
-            exec(compile(job["import_cell"], "<import cell>", "exec"), namespace)
-        except BaseException as exc:           # noqa: BLE001 - reported, and the checks still run
-            results["errors"].append(f"the course's import cell raised {type(exc).__name__}: {exc}")
-        course_names = set(namespace)
-        for i, src in enumerate(job["code"]):
-            filename = f"<answer {i}>"
-            # the source stays readable, as a notebook cell's is (the loop checks read it)
-            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-            try:
-                exec(compile(src, filename, "exec"), namespace)
-            except BaseException as exc:       # noqa: BLE001
-                first = src.splitlines()[0] if src else ""
-                results["errors"].append(f"{first[:60]}: {type(exc).__name__}: {exc}")
-        results["missing_globals"] = _missing_globals(namespace, course_names)
-        watching[0] = True
-        for c in job["checks"]:
-            answer = namespace.get(c["answer"])
-            entry = {"passed": False, "points": c["points"], "message": ""}
-            if answer is None:
-                entry["message"] = f"{c['answer']} is not defined"
-            else:
-                try:
-                    c["callable"](answer, lang=job["lang"])
-                    entry["passed"] = True
-                except NotImplementedError:
-                    entry["message"] = "not answered (NotImplementedError)"
-                except CheckFailed as exc:
-                    entry["message"] = str(exc)
-                except BaseException as exc:   # noqa: BLE001 - the answer's own error
-                    entry["message"] = f"{type(exc).__name__}: {exc}"
-            results["checks"][c["grade_id"]] = entry
-        watching[0] = False
-    os.write(out_fd, json.dumps(results).encode())
-    os.close(out_fd)
-
-
-def _missing_globals(namespace: dict, course_names: set) -> dict[str, list[str]]:
-    """Functions the student defined that read a global name nobody provides, by function."""
-    import builtins
-    import dis
-    import types
-
-    missing = {}
-    for name, obj in list(namespace.items()):
-        if name in course_names or not isinstance(obj, types.FunctionType):
+            obj = importlib.import_module(".".join(chain[:cut]))
+        except ImportError:
             continue
-        if getattr(obj.__code__, "co_filename", "").startswith("<answer") is False:
-            continue
-        needed, stack = set(), [obj.__code__]
-        while stack:
-            code = stack.pop()
-            needed |= {ins.argval for ins in dis.get_instructions(code)
-                       if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str)}
-            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-        absent = sorted(n for n in needed if n not in obj.__globals__ and not hasattr(builtins, n))
-        if absent:
-            missing[name] = absent
-    return missing
+        for attr in chain[cut:]:
+            obj = getattr(obj, attr, None)
+        return obj
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,8 +426,16 @@ class Recheck:
 
 
 def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout: float = TIMEOUT,
-            python: str = sys.executable) -> Recheck:
-    """Re-check one returned notebook of the ``lang`` course (its name says which notebook)."""
+            python: str = sys.executable, call_timeout: float | None = None,
+            memory_limit: int | None = None) -> Recheck:
+    """Re-check one returned notebook of the ``lang`` course (its name says which notebook).
+
+    The checks run in a grader process, each answer in a worker of its own
+    (``attention_course.checks.isolated``): ``call_timeout`` seconds a call (default 60),
+    ``timeout`` all of the notebook's calls, ``memory_limit`` bytes of address space (Linux).
+    """
+    from attention_course.checks import isolated
+
     course = course or course_notebook(lang, path.name)
     result = Recheck(path, lang, path.stem, max_score=course.max_score)
     try:
@@ -480,15 +446,18 @@ def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout
     cells = student_cells(nb, course)
     code, result.notes = kept_code(cells)
     result.flags = flags_in(cells, [course.import_cell])
-    job = dict(folder=str(path.parent), lang=lang, import_cell=course.import_cell, code=code,
+    limits = dict(call=isolated.CALL_SECONDS if call_timeout is None else call_timeout, notebook=timeout,
+                  memory=isolated.MEMORY_LIMIT if memory_limit is None else memory_limit)
+    job = dict(folder=str(path.parent.resolve()), lang=lang, import_cell=course.import_cell, code=code,
                checks=[{k: c[k] for k in ("grade_id", "module", "function", "answer", "points")}
-                       for c in course.checks])
+                       for c in course.checks], limits=limits)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
     try:
-        run = subprocess.run([python, str(Path(__file__).resolve()), "--worker"], input=json.dumps(job),
-                             capture_output=True, text=True, encoding="utf-8", timeout=timeout, env=env)
+        # the grader's own work (the expected values) is not the student's time: a margin over it
+        run = subprocess.run([python, str(Path(__file__).resolve()), "--grader"], input=json.dumps(job),
+                             capture_output=True, text=True, encoding="utf-8", timeout=timeout + 120, env=env)
     except subprocess.TimeoutExpired:
-        result.error = f"the re-check took longer than {timeout:g} s"
+        result.error = f"the re-check took longer than {timeout + 120:g} s"
         return result
     try:
         out = json.loads(run.stdout)
@@ -498,6 +467,7 @@ def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout
         return result
     result.checks = out["checks"]
     result.flags += [dict(cell=None, **f) for f in out["flags"]]
+    result.flags += forbidden_flags(cells, code, [course.import_cell], out["forbidden"])
     result.missing_globals = out["missing_globals"]
     result.notes += out["errors"]
     result.notes += [f"{fn} needs {', '.join(names)}, which the re-check does not provide"
@@ -533,8 +503,8 @@ def gradebook_scores(db: Path) -> dict[tuple[str, str, str], float]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--worker"]:
-        _worker()
+    if argv[:1] == ["--grader"]:
+        _grader()
         return 0
     parser = argparse.ArgumentParser(description="Re-check returned notebooks in a fresh interpreter.")
     parser.add_argument("submitted", help="nbgrader's submitted/ folder, or make grade's input folder")

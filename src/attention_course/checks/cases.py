@@ -9,8 +9,6 @@ wrong, the hint of the known mistake it reproduces replaces the general one (``m
 
 from __future__ import annotations
 
-import copy
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,46 +70,17 @@ def _only_dtype_differs(got, expected) -> bool:
         return False
 
 
-def _same_value(a, b) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
-                and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same_value, a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
-    try:
-        return bool(a == b) or (a != a and b != b)
-    except Exception:
-        return True                       # objects that cannot be compared are not judged
-
-
-def _changed_argument(learner, case, args, kwargs) -> str | None:
-    """The name of the first argument the call changed (compared with the case's own copy)."""
-    try:
-        names = list(inspect.signature(learner).parameters)
-    except (TypeError, ValueError):
-        names = []
-    for i, (before, after) in enumerate(zip(case.args, args, strict=True)):
-        if not _same_value(before, after):
-            return names[i] if i < len(names) else f"#{i}"
-    for key in case.kwargs:
-        if not _same_value(case.kwargs[key], kwargs[key]):
-            return key
-    return None
-
-
 def check_function(learner: Callable, reference: Callable, cases, *, name, hint=None,
                    lang: str | None = None, rtol: float | None = None, atol: float | None = None,
                    check_dtype: bool = False, forbidden=(), no_loops: bool = False,
                    mistakes: Callable | None = None, dtype_hint=None,
-                   tolerance: Callable | None = None, inputs_unchanged: bool = False) -> None:
+                   tolerance: Callable | None = None) -> None:
     """Compare ``learner(*case.args, **case.kwargs)`` with ``reference(...)`` on every case.
 
-    The one loop over cases that every check uses: each case's arguments are deep-copied before
-    the learner's function sees them, the call is watched for ``forbidden`` functions
-    (:func:`run_learner`), the result is compared (:func:`compare`'s rules) and the first case that
-    differs raises, naming the input.
+    The one loop over cases that every check uses: the learner's function gets copies of each
+    case's arguments and is watched for ``forbidden`` functions (:func:`run_learner`, which also
+    fails a call that changed its inputs), the result is compared (:func:`compare`'s rules) and the
+    first case that differs raises, naming the input.
 
     Parameters
     ----------
@@ -144,9 +113,6 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     tolerance : callable, optional
         ``tolerance(case, got, expected) -> (rtol, atol)`` for each case, ``atol`` absolute (not
         scaled), in place of ``rtol``/``atol``: for answers whose error grows with the input.
-    inputs_unchanged : bool
-        Fail when the learner's function changed an argument (for an exercise whose text says
-        "do not change the inputs"); the arguments are compared with a copy after the call.
 
     Raises
     ------
@@ -161,14 +127,8 @@ def check_function(learner: Callable, reference: Callable, cases, *, name, hint=
     loops_checked = False
     for case in cases:
         expected = reference(*case.args, **case.kwargs)
-        args = copy.deepcopy(case.args)
-        kwargs = copy.deepcopy(case.kwargs)
-        got = run_learner(learner, *args, name=name, label=case.label, forbidden=forbidden, hint=hint,
-                          lang=lang, **kwargs)
-        if inputs_unchanged:
-            which = _changed_argument(learner, case, args, kwargs)
-            if which is not None:
-                fail(name, case.label, say("changed", lang, which=which), hint=hint, lang=lang)
+        got = run_learner(learner, *case.args, name=name, label=case.label, forbidden=forbidden,
+                          hint=hint, lang=lang, **case.kwargs)
         if no_loops and not loops_checked:
             # after the first call, so that an unfinished stub raises its NotImplementedError first
             assert_no_loops(learner, name=name, lang=lang)

@@ -15,7 +15,7 @@ from .language import get_language, say
 
 __all__ = [
     "compare", "compare_within", "default_tolerance", "describe", "input_precision", "precision_reason",
-    "tolerance_for",
+    "same_value", "tolerance_for",
 ]
 
 
@@ -316,6 +316,27 @@ def compare_within(got, expected, rtol, atol, scaled: bool, check_dtype: bool, l
     except (TypeError, ValueError):
         same = False
     return None if same else say("values", lang, got=describe(got, lang), expected=describe(expected, lang))
+
+
+def same_value(a, b) -> bool:
+    """Whether ``b`` is ``a`` unchanged: arrays of the same shape, dtype and bits (NaN where NaN),
+    containers of the same type holding the same values, equal other objects.
+
+    >>> x = np.array([1.0, np.nan])
+    >>> same_value((x, [1, 2]), (x.copy(), [1, 2])), same_value(x, x.astype(np.float32))
+    (True, False)
+    """
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:
+        return True                       # objects that cannot be compared are not judged
 
 
 def compare(got, expected, *, rtol: float | None = None, atol: float | None = None,

@@ -87,7 +87,7 @@ from ..pretrained import (
 from ..projections import cosine_similarity
 from ..softmax import softmax, softmax_rows
 
-__all__ = ["ALLOWED_EVERYWHERE", "CATEGORIES", "of"]
+__all__ = ["ALLOWED_EVERYWHERE", "CATEGORIES", "OUTSIDE", "from_names", "names_of", "of"]
 
 _ROTARY = (position_shift_matrix, apply_rotary, rotary_tables, rotate_pairs, short.apply_rotary)
 
@@ -155,19 +155,76 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
 )
 
 
+#: Functions of other libraries that join a category when the session has loaded their module.
+OUTSIDE: dict[str, tuple[str, ...]] = {
+    "softmax": ("scipy.special.softmax", "torch.softmax", "torch.Tensor.softmax",
+                "torch.nn.functional.softmax"),
+    "attention": ("torch.nn.functional.scaled_dot_product_attention",),
+}
+
+
 def _outside(category: str) -> list:
-    """SciPy's and PyTorch's functions of ``category``, if the session has loaded them."""
+    """The functions of :data:`OUTSIDE` for ``category`` whose module the session has loaded."""
     found = []
-    scipy_special = sys.modules.get("scipy.special")
-    torch = sys.modules.get("torch")
-    if category == "softmax":
-        if scipy_special is not None:
-            found.append(scipy_special.softmax)
-        if torch is not None:
-            found += [torch.softmax, torch.Tensor.softmax, torch.nn.functional.softmax]
-    elif category == "attention" and torch is not None:
-        found += [torch.nn.functional.scaled_dot_product_attention]
+    for dotted in OUTSIDE.get(category, ()):
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            obj = sys.modules.get(".".join(parts[:cut]))
+            if obj is None:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr, None)
+            if obj is not None:
+                found.append(obj)
+            break
     return found
+
+
+def names_of(calls) -> list[str]:
+    """``"module:qualified name"`` of each of the library's callables in ``calls``, to send them to
+    another process (:func:`from_names`); ``ValueError`` for one that cannot be found again.
+
+    >>> names_of(of("cosine"))
+    ['attention_course.projections:cosine_similarity']
+    """
+    names = []
+    for f in calls:
+        name = f"{getattr(f, '__module__', '')}:{getattr(f, '__qualname__', '')}"
+        if not _same_callable(_find(name), f):
+            raise ValueError(f"{f!r} cannot be found again by its name {name}")
+        names.append(name)
+    return names
+
+
+def from_names(names) -> tuple:
+    """The callables :func:`names_of` named, each category complete with the functions of other
+    libraries that this session has loaded (:data:`OUTSIDE`).
+
+    >>> from_names(names_of(of("cosine"))) == of("cosine")
+    True
+    """
+    found = [_find(n) for n in names]
+    for category, members in CATEGORIES.items():
+        if category in OUTSIDE and all(any(_same_callable(m, f) for f in found) for m in members):
+            found += [f for f in _outside(category) if not any(f is g for g in found)]
+    return tuple(found)
+
+
+def _find(name: str):
+    import importlib
+
+    module, _, qualname = name.partition(":")
+    if module.split(".")[0] != "attention_course" or not qualname:
+        raise ValueError(f"{name} is not a callable of the course's library")
+    obj = importlib.import_module(module)
+    for attr in qualname.split("."):
+        obj = getattr(obj, attr)
+    return obj
+
+
+def _same_callable(a, b) -> bool:
+    # a method looked up again is a new bound object around the same function
+    return a is b or (getattr(a, "__func__", a) is getattr(b, "__func__", b))
 
 
 def of(*names: str) -> tuple:

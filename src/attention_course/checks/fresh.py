@@ -13,6 +13,7 @@ import sys
 import types
 
 from .language import CheckFailed, get_language
+from .watcher import AnswerElsewhere
 
 __all__ = ["fresh_copy", "fresh_on_call"]
 
@@ -22,7 +23,7 @@ _PACKAGE = __name__.rpartition(".")[0]                      # attention_course.c
 #: The modules a check needs, loaded afresh with it: the machinery and the registry, each after
 #: the ones it imports, so that its imports find their fresh copies. A module added to the machinery
 #: goes here too (``tests/test_fresh_checks.py`` fails otherwise).
-_SHARED = ("language", "comparison", "watcher", "loops", "cases", "forbidden")
+_SHARED = ("language", "comparison", "plain", "watcher", "loops", "cases", "forbidden")
 _MISSING = object()
 
 _CODE: dict = {}          # path -> (mtime_ns, size, code object compiled from that file)
@@ -51,7 +52,7 @@ def _load_file(name: str):
 
 def fresh_copy(module_name: str) -> types.ModuleType:
     """A fresh copy of a check module, loaded from the installed file with fresh copies of the
-    check machinery (``language``, ``comparison``, ``watcher``, ``loops``, ``cases``) and of the
+    check machinery (``language``, ``comparison``, ``plain``, ``watcher``, ``loops``, ``cases``) and of the
     registry (``forbidden``).
 
     Nothing an earlier cell did to the imported modules' attributes reaches it: a ``check_*``
@@ -70,6 +71,8 @@ def fresh_copy(module_name: str) -> types.ModuleType:
             if leaf == "language":
                 fresh.CheckFailed = CheckFailed              # one exception class for everyone
                 fresh.set_language(get_language())
+            elif leaf == "watcher":
+                fresh.AnswerElsewhere = AnswerElsewhere      # one class for answers run elsewhere
             sys.modules[f"{_PACKAGE}.{leaf}"] = fresh        # what `from .cases import` finds
             package.__dict__[leaf] = fresh                   # what `from . import forbidden` finds
         return _load_file(module_name)

@@ -79,9 +79,18 @@ _TEXT = {
     "precision": {"en": "dtype {got}, less precise than the inputs ({expected}): the result must be at "
                         "least as precise as the inputs",
                   "zh": "dtype 是 {got}，比输入（{expected}）的精度低：结果至少要和输入一样精确"},
-    "changed": {"en": "your function changed its input {which}; this exercise asks you to leave the "
-                      "inputs as they were (work on new arrays)",
-                "zh": "你的函数改动了输入 {which}；这个练习要求输入保持原样（请在新数组上计算）"},
+    "changed": {"en": "your function changed its input {which}; an answer returns new arrays and "
+                      "leaves its inputs as they were (work on a copy: x = x.copy())",
+                "zh": "你的函数改动了输入 {which}；答案要返回新的数组，输入保持原样"
+                      "（要改就先复制一份：x = x.copy()）"},
+    "timed out": {"en": "did not return within {seconds:g} s, and was stopped",
+                  "zh": "{seconds:g} 秒内没有返回，已被停止"},
+    "exceeded memory": {"en": "used more memory than the {limit} allowed, and was stopped",
+                        "zh": "用的内存超过了允许的 {limit}，已被停止"},
+    "exited": {"en": "ended the process that ran it ({how}) instead of returning",
+               "zh": "没有返回，而是结束了运行它的进程（{how}）"},
+    "returned something else": {"en": "returned something that cannot be compared: {what}",
+                                "zh": "返回的东西没法比较：{what}"},
     "nan": {"en": "the result contains NaN ({n} of {size} values), first at index {index} where "
                   "{expected} was expected (your array: shape {shape}, dtype {dtype})",
             "zh": "结果里有 NaN（{size} 个值中有 {n} 个），第一个在位置 {index}，那里应为 {expected}"

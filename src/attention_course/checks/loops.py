@@ -13,9 +13,9 @@ import textwrap
 import types
 
 from .language import fail, get_language, say
-from .watcher import is_learner_code, unwrap_chain
+from .watcher import AnswerElsewhere, is_learner_code, unwrap_chain
 
-__all__ = ["assert_no_loops"]
+__all__ = ["assert_no_loops", "functions_in_source"]
 
 
 _LOOP_WORDS = {
@@ -131,30 +131,88 @@ def _learner_functions(fn, depth: int = 3, seen=None) -> list:
     return found
 
 
+def functions_in_source(source: str, name: str, depth: int = 3) -> list[tuple[str, ast.AST | None]]:
+    r"""``[(name, syntax tree)]``: the definition of ``name`` in ``source`` (top-level statements, as
+    a notebook's cells run in order) and those of the functions defined there that it names, and
+    that they name, ``depth`` levels down.
+
+    A class stands for its ``__call__`` method; a name bound by an import has no source here and
+    gives ``[]``; a name not defined at all gives ``[(name, None)]``.
+
+    >>> code = "def twice(x):\n    return [x, x]\nf = lambda x: twice(x)[0]"
+    >>> [(n, type(t).__name__) for n, t in functions_in_source(code, "f")]
+    [('f', 'Lambda'), ('twice', 'FunctionDef')]
+    """
+    try:
+        module = ast.parse(source)
+    except SyntaxError:
+        return [(name, None)]
+    defined: dict = {}
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            call = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and n.name == "__call__"), node)
+            defined[node.name] = call
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    defined[t.id] = node.value if isinstance(node.value, ast.Lambda) else "other"
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                defined[a.asname or a.name.split(".")[0]] = "import"
+    first = defined.get(name)
+    if first == "import":
+        return []
+    if not isinstance(first, ast.AST):
+        return [(name, None)]
+    found, seen, level = [(name, first)], {id(first)}, [first]
+    for _ in range(depth):
+        following = []
+        for tree in level:
+            for n in sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}):
+                helper = defined.get(n)
+                if isinstance(helper, ast.AST) and id(helper) not in seen:
+                    seen.add(id(helper))
+                    found.append((n, helper))
+                    following.append(helper)
+        level = following
+    return found
+
+
 def assert_no_loops(fn, *, name, lang: str | None = None) -> None:
     """Raise :class:`CheckFailed` if ``fn`` (or a helper of the learner's it calls) loops.
 
     Looks at the source (AST): ``for``, ``while``, comprehensions, generator expressions, and calls
     to ``np.vectorize``, ``map``, ``filter``, ``np.frompyfunc``, ``np.apply_along_axis``,
     ``np.apply_over_axes``, ``np.fromiter`` and ``functools.reduce``. If the source cannot be read
-    the check fails and says so, rather than pass without looking.
+    the check fails and says so, rather than pass without looking. An answer run in another
+    process (:class:`~.watcher.AnswerElsewhere`) is judged by the source it was made from, here.
     """
     lang = get_language(lang)
-    functions = _learner_functions(fn)
-    if not functions:
-        if callable(fn) and not _is_python(fn):
+    if isinstance(fn, AnswerElsewhere):
+        trees = fn.definitions()
+    else:
+        functions = _learner_functions(fn)
+        if not functions and callable(fn) and not _is_python(fn):
             return            # a NumPy or C function has no Python loop of the learner's
+        trees = [(f.__name__, _function_tree(f)) for f in functions]
+    if not trees:
+        if isinstance(fn, AnswerElsewhere):
+            return            # bound by an import: no source of the learner's
         fail(name, None, say("no_source", lang), lang=lang)
-    for f in functions:
-        tree = _function_tree(f)
+    for i, (helper, tree) in enumerate(trees):
         if tree is None:
             fail(name, None, say("no_source", lang), lang=lang)
         found = _loop_in(tree)
         if found is not None:
             kind, line, call = found
+            if isinstance(fn, AnswerElsewhere):
+                line = line - tree.lineno + 1          # counted from the definition, as a cell's is
             what = _LOOP_WORDS[kind][lang].format(call=call)
-            where = (say("your_function", lang) if f is functions[0]
-                     else say("helper", lang, helper=f.__name__))
+            where = say("your_function", lang) if i == 0 else say("helper", lang, helper=helper)
             fail(name, None, say("loop", lang, where=where, what=what, line=line), lang=lang)
 
 

@@ -44,8 +44,7 @@ def _with_diagnosis(run_check, learner, probe, slips, lang):
     except CheckFailed as failure:
         lang = get_language(lang)
         try:
-            with np.errstate(all="ignore"):
-                got = learner(*probe)
+            got = run_learner(learner, *probe, name="", label="")
         except Exception:  # the first failure already says what went wrong
             raise failure from None
         for wrong, text in slips:

@@ -16,7 +16,7 @@ from .cases import Case, check_function
 from .comparison import compare, precision_reason, tolerance_for
 from .language import fail, get_language
 from .language import label as _t
-from .watcher import peak_memory, run_learner
+from .watcher import run_learner
 
 #: The KV-cache exercises forbid every attention function of the library and the running accounts.
 _ATTENTION = ("attention", "online_softmax")
@@ -80,9 +80,9 @@ def _check_no_square_matrix(fn, name, lang) -> None:
     q, K, V = rng.normal(size=64), rng.normal(size=(t, 64)), rng.normal(size=(t, 64))
     label = _t(f"t = {t}（一个 (t, t) 的 float64 矩阵要 {t * t * 8 >> 20} MiB）",
                f"t = {t} (one (t, t) float64 matrix takes {t * t * 8 >> 20} MiB)")
-    with peak_memory() as measured:
-        got = run_learner(fn, q, K, V, name=name, label=label, forbidden=forbidden.of(*_ATTENTION),
-                          lang=lang)
+    measured: dict = {}
+    got = run_learner(fn, q, K, V, name=name, label=label, forbidden=forbidden.of(*_ATTENTION),
+                      lang=lang, memory=measured)
     used = measured["peak"] / 2**20
     if used > _PEAK_LIMIT_MIB:
         fail(name, label, _t(f"内存峰值 {used:.0f} MiB，超过允许的 {_PEAK_LIMIT_MIB} MiB："

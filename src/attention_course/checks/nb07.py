@@ -16,6 +16,7 @@ from .. import backprop as bp
 from ..optim import Adam
 from . import forbidden as _forbidden
 from .cases import Case, check_function, matching_hint
+from .isolated import rebuildable
 from .language import fail, get_language
 from .language import label as _label
 from .watcher import run_learner
@@ -294,7 +295,7 @@ def check_adam_step(learner, lang: str | None = None) -> None:
              (*state((3, 2), 2, np.float32), 2, 1e-2, (0.9, 0.999), 1e-8)),
     ]
     check_function(learner, _reference_adam, cases, name=ADAM_NAME, hint=hint, lang=lang,
-                   forbidden=forbidden, inputs_unchanged=True)
+                   forbidden=forbidden)
 
 
 # --- exercise 4: find the planted bug with finite differences -----------------------------------
@@ -313,24 +314,50 @@ BUGS_HINT = _label(
 )
 
 
-def _suspect(bug: str | None):
-    """A backward of unmasked attention (scale 1/√d_k) with one planted mistake, or none."""
+def _suspects() -> dict:
+    """The five suspect backwards, new function objects at each call, by planted mistake.
+
+    Each takes ``(dout, q, k, v)`` of unmasked attention (scale 1/√d_k). They share one name and
+    have no closure, no defaults and no docstring: only their code tells them apart.
+    """
+    made = {}
+
     def backward(dout, q, k, v):
         w, dw, dz, scale = _pieces(dout, q, k, v)
-        dq, dk, dv = dz @ k * scale, _swap(dz) @ q * scale, _swap(w) @ dout
-        if bug == "diagonal":
-            diag = w * (1 - w) * dw                                          # J's diagonal only
-            dq, dk = diag @ k * scale, _swap(diag) @ q * scale
-        elif bug == "dq_scale":
-            dq = dz @ k
-        elif bug == "dk_sign":
-            dk = -_swap(dz) @ q * scale
-        elif bug == "dv_unscaled_weights":
-            w_raw, _ = bp.softmax_forward(q @ _swap(k))
-            dv = _swap(w_raw) @ dout
-        return dq, dk, dv
-    backward.__name__ = "suspect_backward"          # the same name for all: it must not tell the bug
-    return backward
+        return dz @ k * scale, _swap(dz) @ q * scale, _swap(w) @ dout
+    made[None] = backward
+
+    def backward(dout, q, k, v):                                              # noqa: F811
+        w, dw, dz, scale = _pieces(dout, q, k, v)
+        return dz @ k, _swap(dz) @ q * scale, _swap(w) @ dout
+    made["dq_scale"] = backward
+
+    def backward(dout, q, k, v):                                              # noqa: F811
+        w, dw, dz, scale = _pieces(dout, q, k, v)
+        return dz @ k * scale, -_swap(dz) @ q * scale, _swap(w) @ dout
+    made["dk_sign"] = backward
+
+    def backward(dout, q, k, v):                                              # noqa: F811
+        w, dw, dz, scale = _pieces(dout, q, k, v)
+        w_raw, _ = bp.softmax_forward(q @ _swap(k))
+        return dz @ k * scale, _swap(dz) @ q * scale, _swap(w_raw) @ dout
+    made["dv_unscaled_weights"] = backward
+
+    def backward(dout, q, k, v):                                              # noqa: F811
+        w, dw, dz, scale = _pieces(dout, q, k, v)
+        diag = w * (1 - w) * dw                                               # J's diagonal only
+        return diag @ k * scale, _swap(diag) @ q * scale, _swap(w) @ dout
+    made["diagonal"] = backward
+    for f in made.values():
+        f.__qualname__ = "backward"
+    return made
+
+
+@rebuildable
+def _suspect(bug: str | None):
+    """The suspect backward with the planted mistake ``bug`` (None: a correct one); the grade of
+    record makes the same one in its worker (:func:`~.isolated.rebuildable`)."""
+    return _suspects()[bug]
 
 
 SUSPECTS = [

@@ -17,6 +17,7 @@ from ..grouped import grouped_query_attention
 from ..positional import apply_rotary
 from . import forbidden
 from .cases import Case, check_function, matching_hint
+from .isolated import rebuildable
 from .language import fail, get_language
 from .language import label as _label
 from .watcher import run_learner
@@ -304,6 +305,12 @@ def _share_variant(config, T, *, kv_full=False, no_output=False, linear_core=Fal
     return c.n_layers * core / total
 
 
+@rebuildable
+def _config(**sizes) -> pretrained.Config:
+    """A model's sizes; the grade of record makes the same in its worker (not data: a dataclass)."""
+    return pretrained.Config(**sizes)
+
+
 def check_core_share(learner, lang: str | None = None) -> None:
     """Check ``learner(config, T) -> float``: the attention core's share of a forward pass's
     operations (:func:`~attention_course.pretrained.forward_flops`).
@@ -315,11 +322,11 @@ def check_core_share(learner, lang: str | None = None) -> None:
     lang : {"zh", "en"}, optional
     """
     calls = forbidden.of("model_cost")
-    smol = pretrained.Config(n_layers=30, d_model=576, H=9, G=3, d_k=64, d_ff=1536,
+    smol = _config(n_layers=30, d_model=576, H=9, G=3, d_k=64, d_ff=1536,
                              vocab_size=49152, context_length=8192, rope_base=1e5, rms_eps=1e-5)
-    mha = pretrained.Config(n_layers=4, d_model=128, H=4, G=4, d_k=32, d_ff=512, vocab_size=1000,
+    mha = _config(n_layers=4, d_model=128, H=4, G=4, d_k=32, d_ff=512, vocab_size=1000,
                             context_length=4096, rope_base=1e4, rms_eps=1e-5)
-    mqa = pretrained.Config(n_layers=2, d_model=64, H=8, G=1, d_k=8, d_ff=100, vocab_size=300,
+    mqa = _config(n_layers=2, d_model=64, H=8, G=1, d_k=8, d_ff=100, vocab_size=300,
                             context_length=4096, rope_base=1e4, rms_eps=1e-5)
     probe = (smol, 1000)
     variants = [

@@ -9,7 +9,9 @@ crosses between the two is *plain data*, and only that:
 - tuples, lists, dicts, sets and frozensets of these.
 
 A message is one ``bytes``: an 8-byte header length, a JSON header (the structure, with each array
-and NumPy scalar as a reference), then each array as ``.npy`` bytes. :func:`decode` reads JSON with
+and NumPy scalar as a reference), then each array as ``.npy`` bytes. An input that is not data (a
+function a check hands to the answer) may travel as a name both sides know, when the caller gives
+:func:`encode` a ``refer`` and :func:`decode` a ``resolve`` function. :func:`decode` reads JSON with
 the standard parser and arrays with ``np.load(..., allow_pickle=False)``, so a message, whoever
 wrote it, can hold data and nothing that runs. :func:`encode` refuses anything else with
 :class:`NotPlain`, whose message says what was found and where, in words a learner can act on.
@@ -22,7 +24,7 @@ import json
 
 import numpy as np
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "decode", "encode", "is_plain"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "NotPlain", "decode", "encode", "is_plain", "require_plain"]
 
 #: Deepest nesting of containers that a message may hold.
 MAX_DEPTH = 32
@@ -52,7 +54,7 @@ def _describe(x) -> str:
     return f"an object of type {name}"
 
 
-def encode(value) -> bytes:
+def encode(value, *, refer=None) -> bytes:
     """``value`` as one message of plain data; :class:`NotPlain` if any part of it is not.
 
     Examples
@@ -66,9 +68,12 @@ def encode(value) -> bytes:
     ... except NotPlain as exc:
     ...     print(exc.path, "is", exc.what)
     the value[1] is an array of dtype object
+
+    ``refer(obj)`` may give a string for an object that is not plain data (it then travels as that
+    string, for :func:`decode`'s ``resolve`` to turn back into an object), or None.
     """
     arrays: list[np.ndarray] = []
-    header = _encode(value, arrays, "the value", 0)
+    header = _encode(value, arrays, "the value", 0, refer)
     head = json.dumps(header, allow_nan=True).encode("utf-8")
     parts = [len(head).to_bytes(_HEADER, "little"), head]
     for a in arrays:
@@ -83,7 +88,7 @@ def encode(value) -> bytes:
     return message
 
 
-def _encode(x, arrays: list, path: str, depth: int):
+def _encode(x, arrays: list, path: str, depth: int, refer=None):
     if depth > MAX_DEPTH:
         raise NotPlain(f"nested more than {MAX_DEPTH} containers deep", path)
     kind = type(x)
@@ -107,10 +112,14 @@ def _encode(x, arrays: list, path: str, depth: int):
         return {"array": len(arrays) - 1}
     if kind in (list, tuple, set, frozenset):
         items = sorted(x, key=_order) if kind in (set, frozenset) else x
-        return {kind.__name__: [_encode(v, arrays, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]}
+        return {kind.__name__: [_encode(v, arrays, f"{path}[{i}]", depth + 1, refer)
+                                for i, v in enumerate(items)]}
     if kind is dict:
-        return {"dict": [[_encode(k, arrays, f"a key of {path}", depth + 1),
-                          _encode(v, arrays, f"{path}[{k!r:.40}]", depth + 1)] for k, v in x.items()]}
+        return {"dict": [[_encode(k, arrays, f"a key of {path}", depth + 1, refer),
+                          _encode(v, arrays, f"{path}[{k!r:.40}]", depth + 1, refer)] for k, v in x.items()]}
+    name = refer(x) if refer is not None else None
+    if isinstance(name, str):
+        return {"ref": name}
     raise NotPlain(_describe(x), path)
 
 
@@ -119,11 +128,12 @@ def _order(v):
     return (type(v).__name__, repr(v))
 
 
-def decode(message: bytes):
+def decode(message: bytes, *, resolve=None):
     """The value of a message made by :func:`encode`; ``ValueError`` for anything else.
 
     Arrays come back as base ``ndarray`` of the dtype sent (bool, integer, floating or complex),
-    read without pickle; containers, numbers and strings as the types sent.
+    read without pickle; containers, numbers and strings as the types sent. A name that
+    :func:`encode`'s ``refer`` gave becomes ``resolve(name)``; without ``resolve`` it is refused.
     """
     if not isinstance(message, (bytes, bytearray, memoryview)):
         raise ValueError(f"a message is bytes; got {type(message).__name__}")
@@ -149,10 +159,10 @@ def decode(message: bytes):
         if type(a) is not np.ndarray or a.dtype.kind not in _KINDS or a.dtype.fields is not None:
             raise ValueError(f"a message holds an array of dtype {a.dtype}, which is not plain data")
         arrays.append(a)
-    return _decode(header, arrays, 0)
+    return _decode(header, arrays, 0, resolve)
 
 
-def _decode(node, arrays: list, depth: int):
+def _decode(node, arrays: list, depth: int, resolve=None):
     if depth > MAX_DEPTH + 1:
         raise ValueError("a message nests too deep")
     if node is None or type(node) in (bool, str):
@@ -176,11 +186,21 @@ def _decode(node, arrays: list, depth: int):
             return a[()]
         return a
     if tag in ("list", "tuple", "set", "frozenset"):
-        items = [_decode(x, arrays, depth + 1) for x in v]
+        items = [_decode(x, arrays, depth + 1, resolve) for x in v]
         return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
     if tag == "dict":
-        return {_decode(k, arrays, depth + 1): _decode(x, arrays, depth + 1) for k, x in v}
+        return {_decode(k, arrays, depth + 1, resolve): _decode(x, arrays, depth + 1, resolve) for k, x in v}
+    if tag == "ref" and type(v) is str and resolve is not None:
+        try:
+            return resolve(v)
+        except Exception as exc:
+            raise ValueError(f"a message names {v!r:.60}, which cannot be resolved ({exc})") from None
     raise ValueError(f"a message holds an unknown tag {tag!r:.40}")
+
+
+def require_plain(value) -> None:
+    """Raise :class:`NotPlain`, saying what and where, unless ``value`` is plain data."""
+    _encode(value, [], "the value", 0)
 
 
 def is_plain(value) -> bool:
@@ -190,7 +210,7 @@ def is_plain(value) -> bool:
     (True, False)
     """
     try:
-        _encode(value, [], "the value", 0)
+        require_plain(value)
     except NotPlain:
         return False
     return True

@@ -5,11 +5,18 @@ watches which functions it calls, so an exercise can forbid the library function
 learner to rebuild whatever name it is bound to: Python functions by their code object, C functions
 by identity, NumPy ufuncs (called without a profile event) by the names the learner's own bytecode
 loads, resolved in its frame. :func:`peak_memory` measures what a call allocates.
+
+One call of an answer is :func:`call_answer`: on copies of the inputs, watched, and summed up in an
+:class:`Outcome` (its result, or why there is none, and the inputs as the call left them). The
+grade of record makes that call in another process: its answers are :class:`AnswerElsewhere`
+objects, which :func:`run_learner` hands the call to (:mod:`.isolated`). Either way the same rules
+judge the outcome here: the result must be plain data (:mod:`.plain`) and the inputs unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dis
 import functools
 import inspect
@@ -20,12 +27,17 @@ import sysconfig
 import threading
 import types
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .comparison import same_value
 from .language import CheckFailed, fail, get_language, pick, say
+from .plain import NotPlain, require_plain
 
-__all__ = ["is_learner_code", "peak_memory", "run_learner", "unwrap_chain", "watch_calls"]
+__all__ = ["AnswerElsewhere", "Outcome", "call_answer", "changed_argument", "is_learner_code",
+           "peak_memory", "run_learner", "unwrap_chain", "watch_calls"]
 
 
 def unwrap_chain(obj, limit: int = 20) -> list:
@@ -322,33 +334,146 @@ def peak_memory():
             tracemalloc.stop()
 
 
-def run_learner(fn, *args, name, label, forbidden=(), hint=None, lang: str | None = None, **kwargs):
+@dataclass
+class Outcome:
+    """What one call of an answer gave.
+
+    ``status`` is ``"ok"`` (``result`` holds the result), ``"not implemented"`` (the stub),
+    ``"raised"`` (``detail`` is the exception's type, ``message`` its text), ``"forbidden"`` or
+    ``"forbidden itself"`` (``detail``: the function, called or passed), ``"returned something
+    else"`` (``detail``: what), or, for a call in another process, ``"timed out"``, ``"exceeded
+    memory"`` or ``"exited"`` (``detail``: how). ``inputs_after`` is ``(args, kwargs)`` as the call
+    left them; ``peak`` the bytes it allocated at most, when asked for.
+    """
+
+    status: str
+    result: Any = None
+    detail: str = ""
+    message: str = ""
+    inputs_after: tuple | None = None
+    peak: int | None = None
+    error: BaseException | None = None          # the exception itself, for a call made here
+
+
+class AnswerElsewhere:
+    """An answer that runs in another process (the grade of record, :mod:`.isolated`).
+
+    :func:`run_learner` hands it the call with :meth:`call`; :func:`~.loops.assert_no_loops`
+    reads its source with :meth:`definitions`. Its ``__signature__`` gives its parameters' names.
+    """
+
+    def call(self, args: tuple, kwargs: dict, forbidden, measure: bool) -> Outcome:
+        raise NotImplementedError
+
+    def definitions(self) -> list:
+        """``[(name, syntax tree or None)]``: the answer's definition first, then its helpers'."""
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):
+        outcome = self.call(args, kwargs, (), False)
+        if outcome.status != "ok":
+            raise RuntimeError(f"the answer's call ended with {outcome.status}: {outcome.detail}")
+        return outcome.result
+
+
+def call_answer(fn, args: tuple, kwargs: dict, forbidden=(), *, measure: bool = False,
+                catch=Exception) -> Outcome:
+    """Call ``fn`` on deep copies of ``args`` and ``kwargs``, watched for ``forbidden`` functions.
+
+    What a check does with every answer, here or in the worker of the grade of record: NumPy's
+    warnings are silenced, exceptions of the class ``catch`` become the outcome ``"raised"`` (the
+    worker catches ``BaseException``: a ``SystemExit`` there is a wrong answer too), and a result
+    that is not plain data becomes ``"returned something else"``. With ``measure``, ``peak`` is the
+    most the call allocated (:func:`peak_memory`).
+    """
+    spec = _Forbidden(forbidden)
+    shown = spec.which(fn)
+    if shown is not None:
+        return Outcome("forbidden itself", detail=shown)
+    given = copy.deepcopy((tuple(args), dict(kwargs)))
+    outcome = Outcome("ok", inputs_after=given)
+    with contextlib.ExitStack() as stack:
+        measured = stack.enter_context(peak_memory()) if measure else {}
+        with _watching(spec) as watcher:
+            try:
+                with np.errstate(all="ignore"):
+                    outcome.result = fn(*given[0], **given[1])
+            except NotImplementedError as exc:
+                outcome = Outcome("not implemented", message=str(exc), error=exc, inputs_after=given)
+            except catch as exc:                # noqa: BLE001 - the answer's error is the outcome
+                outcome = Outcome("raised", detail=type(exc).__name__, message=str(exc), error=exc,
+                                  inputs_after=given)
+    outcome.peak = measured.get("peak")
+    if watcher.hit is not None and outcome.status != "not implemented":
+        outcome.status, outcome.detail = "forbidden", watcher.hit
+    elif outcome.status == "ok":
+        try:
+            require_plain(outcome.result)
+        except NotPlain as exc:
+            outcome.status, outcome.detail, outcome.result = "returned something else", str(exc), None
+    return outcome
+
+
+def changed_argument(fn, args: tuple, kwargs: dict, after: tuple) -> str | None:
+    """The name of the first argument that ``after`` (the inputs as a call left them) changed."""
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    after_args, after_kwargs = after
+    for i, before in enumerate(args):
+        if i >= len(after_args) or not same_value(before, after_args[i]):
+            return names[i] if i < len(names) else f"#{i}"
+    for key in kwargs:
+        if key not in after_kwargs or not same_value(kwargs[key], after_kwargs[key]):
+            return key
+    return None
+
+
+def run_learner(fn, *args, name, label, forbidden=(), hint=None, lang: str | None = None,
+                memory: dict | None = None, **kwargs):
     """Call ``fn(*args, **kwargs)`` the way a check does and return its result.
 
-    The call runs with NumPy warnings silenced (a wrong answer's overflow is reported by the
-    comparison, not as a warning) and with ``forbidden`` functions watched (:func:`watch_calls`).
-    ``NotImplementedError`` (the stub) is not caught; any other exception becomes
-    :class:`CheckFailed` naming the input ``label``, as does ``fn`` being, or wrapping, a
-    forbidden function.
+    The call (:func:`call_answer`) gets copies of the inputs and runs with NumPy warnings silenced
+    and ``forbidden`` functions watched. ``NotImplementedError`` (the stub) is not caught; anything
+    else that goes wrong becomes :class:`CheckFailed` naming the input ``label``: an exception, a
+    forbidden function called or passed, a result that is not plain data (:mod:`.plain`), an input
+    changed by the call (an answer returns new arrays and leaves its inputs as they were), and, for
+    an answer run in another process (:class:`AnswerElsewhere`), a call that timed out, ran out
+    of memory or ended its process. With ``memory`` (a dict), ``memory["peak"]`` is set to the most
+    the call allocated, in bytes, measured where it ran.
     """
     lang = get_language(lang)
     if not callable(fn):
         raise CheckFailed(say("not_callable", lang, name=pick(name, lang), got=type(fn).__name__))
-    spec = _Forbidden(forbidden)
-    shown = spec.which(fn)
-    if shown is not None:
-        fail(name, label, say("forbidden_is", lang, what=shown), hint=hint, lang=lang)
-    error = None
-    with _watching(spec) as watcher:
-        try:
-            with np.errstate(all="ignore"):
-                result = fn(*args, **kwargs)
-        except NotImplementedError:
-            raise
-        except Exception as exc:
-            error = exc
-    if watcher.hit is not None:
-        fail(name, label, say("forbidden", lang, what=watcher.hit), hint=hint, lang=lang)
-    if error is not None:
-        fail(name, label, say("raised", lang, name=type(error).__name__, error=error), hint=hint, lang=lang)
-    return result
+    if isinstance(fn, AnswerElsewhere):
+        outcome = fn.call(args, kwargs, forbidden, memory is not None)
+    else:
+        outcome = call_answer(fn, args, kwargs, forbidden, measure=memory is not None)
+    if memory is not None:
+        memory["peak"] = outcome.peak
+    status = outcome.status
+    if status == "not implemented":
+        if outcome.error is not None:
+            raise outcome.error
+        raise NotImplementedError(outcome.message)
+    if status == "ok":
+        which = changed_argument(fn, args, kwargs, outcome.inputs_after)
+        if which is None:
+            return outcome.result
+        reason = say("changed", lang, which=which)
+    elif status == "forbidden itself":
+        reason = say("forbidden_is", lang, what=outcome.detail)
+    elif status == "forbidden":
+        reason = say("forbidden", lang, what=outcome.detail)
+    elif status == "raised":
+        reason = say("raised", lang, name=outcome.detail, error=outcome.message)
+    elif status == "returned something else":
+        reason = say(status, lang, what=outcome.detail)
+    elif status == "timed out":
+        reason = say(status, lang, seconds=float(outcome.detail or 0))
+    elif status == "exceeded memory":
+        reason = say(status, lang, limit=outcome.detail)
+    else:
+        reason = say("exited", lang, how=outcome.detail)
+    fail(name, label, reason, hint=hint, lang=lang)
