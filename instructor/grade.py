@@ -34,7 +34,11 @@ layouts Canvas's and Moodle's grade imports read; with feedback, ``<out>/feedbac
 
 Statuses: ``graded``, ``missing`` (not returned), ``unreadable`` (not a readable notebook: its
 student's other notebooks are graded all the same), ``unknown name`` (a file named like no notebook
-of the course), ``error`` (nbgrader could not grade it; the cause is printed).
+of the course), ``error`` (nbgrader could not grade it; the cause is printed). A graded notebook's
+status also names each check whose answer did not come back as a result in the re-check:
+``nb03-ex1 timed out``, ``exceeded memory``, ``exited`` or ``returned something else``; the notes
+say more, and with feedback ``<notebook>.grade.html`` beside nbgrader's page gives every check's
+points, status and message.
 
 ``--student`` and ``--notebook`` regrade only those (``--notebook 03``, ``--notebook "03 06"``;
 ``make grade NB=03``); every other row of the earlier CSV stays as it was. Without them, every
@@ -301,6 +305,8 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                                                        / job[1], job[0].lang), jobs)
         for (sub, name), result in zip(jobs, done, strict=True):
             sub.rechecks[name] = result
+            if feedback:
+                write_grade_page(out / "feedback" / sub.student / sub.assignment, result)
 
     rows = []
     with Gradebook(api.coursedir.db_url) as gb:
@@ -319,6 +325,10 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
                     row["flags"] = r.flag_text()
                     sub.notes += [f"{file}: flagged for review, {f['pattern']}: {f['code']}" for f in r.flags]
                     sub.notes += [f"{file}: {n}" for n in r.notes]
+                    if r.status_text():
+                        row["status"] += f", {r.status_text()}"
+                        sub.notes += [f"{file}: {k} {c['status']}: {c['message'][:200]}"
+                                      for k, c in r.checks.items() if c.get("status") in rechecking.STOPPED]
                     if r.score is None:
                         row["status"] += f", re-check failed ({r.error})"
                     else:
@@ -346,6 +356,41 @@ def grade(submitted: Path, out: Path, feedback: bool = True, students: list[str]
     if only is not None or students:
         rows = merged_with_earlier(rows, out / "grades.csv")
     return with_totals(rows), submissions, remarks
+
+
+GRADE_PAGE = {
+    "en": dict(lang="en", title="grade", grade="Grade (the re-check, which runs each answer in a process of "
+               "its own)", failed="could not be re-checked", caption="Checks",
+               heads=("check", "points", "what happened", "message")),
+    "zh": dict(lang="zh-CN", title="成绩", grade="成绩（复核：每个答案在单独的进程里运行）",
+               failed="没能复核", caption="各项检查", heads=("检查", "得分", "结果", "说明")),
+}
+
+
+def write_grade_page(folder: Path, result) -> Path:
+    """``<notebook>.grade.html`` beside nbgrader's feedback page, in the notebook's language: the
+    grade of record (the re-check), check by check, with what became of each answer (passed,
+    failed, timed out, exceeded memory, exited, returned something else ...) and the message."""
+    from html import escape
+
+    words = GRADE_PAGE.get(result.lang, GRADE_PAGE["en"])
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = "".join(
+        f'<tr><th scope="row">{escape(k)}</th>'
+        f'<td>{c["points"] if c["passed"] else 0:g} / {c["points"]:g}</td>'
+        f'<td>{escape(c.get("status", ""))}</td><td><pre>{escape(c["message"])}</pre></td></tr>'
+        for k, c in result.checks.items())
+    score = (f'{words["failed"]}: {escape(result.error or "")}' if result.score is None
+             else f"{result.score:g} / {result.max_score:g}")
+    heads = "".join(f'<th scope="col">{h}</th>' for h in words["heads"])
+    page = (f'<!DOCTYPE html>\n<html lang="{words["lang"]}"><head><meta charset="utf-8">'
+            f'<title>{escape(result.name)}: {words["title"]}</title></head><body>'
+            f'<h1>{escape(result.name)}</h1><p>{words["grade"]}: {score}</p>'
+            f'<table><caption>{words["caption"]}</caption><thead><tr>{heads}</tr></thead>'
+            f"<tbody>{rows}</tbody></table></body></html>\n")
+    target = folder / f"{result.name}.grade.html"
+    target.write_text(page, encoding="utf-8")
+    return target
 
 
 def points_of(number: str, lang: str = "en") -> float:

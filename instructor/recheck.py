@@ -57,6 +57,8 @@ IMPORT_CELL = re.compile(r"from attention_course\.checks import nb\d\d as nb\d\d
 COURSE_PACKAGE = "attention_course"
 #: How long one notebook's re-check may take, all its checks together.
 TIMEOUT = 300
+#: The statuses of a check whose answer did not come back as a result (``isolated.STATUSES``).
+STOPPED = ("timed out", "exceeded memory", "exited", "returned something else")
 
 #: The flags, by pattern name: what each one matches.
 PATTERNS = {
@@ -69,7 +71,14 @@ PATTERNS = {
     "file outside the folder": "open, Path, np.load/np.save ... of an absolute path, ~ or .., in the "
                                "code; or, while the checks run, any file opened outside the student's "
                                "folder (audit events)",
+    "dynamic import or name": "importlib, __import__, eval, exec, compile, globals(), vars(), locals(), "
+                              "__dict__, __getattribute__, or getattr/setattr/delattr/hasattr with a name "
+                              "not written out: ways to reach a function without naming it",
+    "forbidden function": "a function a check forbids, named in the answer or a helper it calls, however "
+                          "it was imported (read from the syntax, in the grader)",
 }
+_DYNAMIC_CALLS = {"__import__", "eval", "exec", "compile", "globals", "vars", "locals"}
+_DYNAMIC_ATTRS = {"__dict__", "__getattribute__", "__globals__", "__closure__", "__code__"}
 
 _PROCESS_CALLS = {("os", "fork"), ("os", "forkpty"), ("os", "system"), ("os", "popen"),
                   ("os", "posix_spawn"), ("os", "posix_spawnp")}
@@ -286,6 +295,11 @@ def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict
                         flag(index, src, node, "course module attribute")     # X.__dict__[...] = ...
             if isinstance(node, ast.Call):
                 chain = _resolved(_chain(node.func), aliases)
+                if len(chain) == 1 and chain[0] in _DYNAMIC_CALLS:
+                    flag(index, src, node, "dynamic import or name")
+                if (len(chain) == 1 and chain[0] in ("getattr", "setattr", "delattr", "hasattr")
+                        and len(node.args) > 1 and not isinstance(node.args[1], ast.Constant)):
+                    flag(index, src, node, "dynamic import or name")
                 if chain and chain[-1] in ("setattr", "delattr") and len(chain) == 1 and node.args:
                     if _is_course(_chain(node.args[0]), aliases) or isinstance(node.args[0], ast.Call):
                         flag(index, src, node, "course module attribute")
@@ -304,8 +318,12 @@ def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict
                     if isinstance(base, ast.Call) and base.args and isinstance(base.args[0], ast.Constant) \
                             and isinstance(base.args[0].value, str) and _outside_path(base.args[0].value):
                         flag(index, src, node, "file outside the folder")
+            if isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRS:
+                flag(index, src, node, "dynamic import or name")
             if isinstance(node, (ast.Attribute, ast.Name)):
                 chain = _resolved(_chain(node), aliases)
+                if chain[:1] == ("importlib",):
+                    flag(index, src, node, "dynamic import or name")
                 if chain[:2] == ("sys", "modules"):
                     flag(index, src, node, "sys.modules")
                 if chain[:1] == ("builtins",) or chain[:1] == ("__builtins__",):
@@ -322,6 +340,8 @@ def flags_in(cells: list[tuple[int, str]], context: list[str] = ()) -> list[dict
                         if (node.module, a.name) in _PROFILERS:
                             flag(index, src, node, "profiler or tracer")
                 for m in modules:
+                    if m.split(".")[0] == "importlib":
+                        flag(index, src, node, "dynamic import or name")
                     if m.split(".")[0] == "builtins":
                         flag(index, src, node, "builtins")
                     if m in _THREAD_MODULES or m.split(".")[0] in _THREAD_MODULES:
@@ -424,6 +444,11 @@ class Recheck:
     def flag_text(self) -> str:
         return "; ".join(sorted({f["pattern"] for f in self.flags}))
 
+    def status_text(self) -> str:
+        """What stopped an answer, by check: ``nb03-ex1 timed out; nb03-ex2 exited`` (or "")."""
+        return "; ".join(f"{grade_id} {c['status']}" for grade_id, c in self.checks.items()
+                         if c.get("status") in STOPPED)
+
 
 def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout: float = TIMEOUT,
             python: str = sys.executable, call_timeout: float | None = None,
@@ -524,7 +549,7 @@ def main(argv: list[str]) -> int:
         lang = assignment[-2:] if assignment else term.language_of(path)
         if lang is None or not (NOTEBOOK_DIR / lang / path.name).exists():
             rows.append(dict(student=student, assignment=lang or "", notebook=path.stem, recheck="",
-                             max_score="", notebook_score="", differs="", flags="",
+                             max_score="", notebook_score="", differs="", flags="", stopped="",
                              notes="unreadable, or not a notebook of the course"))
             attention = True
             continue
@@ -535,13 +560,13 @@ def main(argv: list[str]) -> int:
         rows.append(dict(student=student, assignment=assignment or lang, notebook=path.stem,
                          recheck="error" if r.score is None else f"{r.score:g}", max_score=f"{r.max_score:g}",
                          notebook_score="" if before is None else f"{before:g}",
-                         differs="yes" if differs else "", flags=r.flag_text(),
+                         differs="yes" if differs else "", flags=r.flag_text(), stopped=r.status_text(),
                          notes="; ".join(([r.error] if r.error else []) + r.notes)))
     fields = ["student", "assignment", "notebook", "recheck", "max_score", "notebook_score", "differs",
-              "flags", "notes"]
+              "flags", "stopped", "notes"]
     for row in rows:
         notes = f"  ({row['notes']})" if row["notes"] else ""
-        print("  ".join(str(row[k]) for k in fields[:8] if row[k] != "") + notes)
+        print("  ".join(str(row[k]) for k in fields[:9] if row[k] != "") + notes)
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=fields)

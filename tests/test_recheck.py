@@ -91,6 +91,13 @@ FLAGGED = [
     ("file outside the folder", "open('../alice/01_library_analogy.ipynb')"),
     ("file outside the folder", "from pathlib import Path\nPath('~/answers.txt').read_text()"),
     ("file outside the folder", "import numpy as np\nnp.load('/srv/solutions.npy')"),
+    ("dynamic import or name", "import importlib\nm = importlib.import_module('attention_course.softmax')"),
+    ("dynamic import or name", "from importlib import import_module"),
+    ("dynamic import or name", "m = __import__('attention_course')"),
+    ("dynamic import or name", "f = getattr(checks, 'soft' + 'max')"),
+    ("dynamic import or name", "f = eval('print')"),
+    ("dynamic import or name", "f = vars(checks)['softmax']"),
+    ("dynamic import or name", "def f(x):\n    return f.__globals__['np']"),
 ]
 
 
@@ -102,7 +109,8 @@ def test_each_pattern_is_flagged(pattern, src):
 
 
 def test_the_tests_enumerate_every_pattern():
-    assert {p for p, _ in FLAGGED} == set(recheck.PATTERNS)
+    # "forbidden function" needs the checks' lists: tests/test_cheating.py grades notebooks for it
+    assert {p for p, _ in FLAGGED} == set(recheck.PATTERNS) - {"forbidden function"}
 
 
 @pytest.mark.parametrize("src", [
@@ -112,6 +120,7 @@ def test_the_tests_enumerate_every_pattern():
     "x = nb01_checks.check_stable_softmax",             # reading is not tampering
     "setattr(obj, 'size', 3)",
     "import math\nvalue = math.sqrt(2)",
+    "def f(config):\n    return getattr(config, 'H') * 2",
 ])
 def test_ordinary_answers_are_not_flagged(src):
     assert recheck.flags_in([(0, src)], CONTEXT) == []

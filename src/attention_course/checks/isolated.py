@@ -286,6 +286,14 @@ class Worker:
                else f"signal {-code}" if code < 0 else f"exit code {code}")
         return Outcome("exited", detail=how)
 
+    def fresh_start(self) -> None:
+        """Before a check's first call: a worker an earlier check's answer left dead or silent is
+        replaced, so that what one answer did is not charged to the next."""
+        if self.broken is not None or self.process is None:
+            return
+        if self.process.poll() is not None or isinstance(self._exchange({"op": "ping"}), Outcome):
+            self.stop()
+
     def call(self, answer: str, args: tuple, kwargs: dict, forbidden_names: list, measure: bool) -> Outcome:
         """Run ``answer(*args, **kwargs)`` in the worker: an :class:`Outcome` whose result and
         inputs are what came back, decoded here."""
@@ -366,10 +374,14 @@ class RemoteAnswer(AnswerElsewhere):
         self.status: str | None = None
         self.stopped: Outcome | None = None
         self.forbidden: list[str] = []
+        self.called = False
 
     def call(self, args, kwargs, forbidden, measure) -> Outcome:
         if self.stopped is not None:
             return self.stopped
+        if not self.called:
+            self.called = True
+            self.worker.fresh_start()
         names = registry.names_of(forbidden)
         self.forbidden += [n for n in names if n not in self.forbidden]
         outcome = self.worker.call(self.name, args, kwargs, names, measure)
@@ -597,6 +609,9 @@ def serve(memory_limit: int = MEMORY_LIMIT) -> None:
             return
         request = decode(frame, resolve=_make)
         del frame
+        if request.get("op") == "ping":
+            _write(channel_out, encode({"id": request["id"], "status": "ready"}))
+            continue
         _write(channel_out, _reply_to_call(request, namespace, seen, watching))
 
 
