@@ -335,3 +335,21 @@ def test_the_suspects_closure_gives_nothing_away(graded):
     result = graded["closure 07"]
     assert points(result)["nb07-ex4-check"] == 0 and result.score == result.max_score - 1
     assert "dynamic import or name" in {f["pattern"] for f in result.flags}
+
+
+def test_the_term_routes_csv_names_what_stopped_an_answer(tmp_path):
+    """recheck.py over a folder (the command the term route runs): a ``stopped`` column."""
+    path = tmp_path / "submitted" / "odd" / "03-en" / NB03
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(with_answer(NB03, {"nb03-ex1-solution": CHEATS_03["object dtype"]})),
+                    encoding="utf-8")
+    status = recheck.main([str(tmp_path / "submitted"), "--csv", str(tmp_path / "out.csv")])
+    text = (tmp_path / "out.csv").read_text(encoding="utf-8")
+    assert status == 0 and "nb03-ex1-check returned something else" in text and ",stopped," in text
+
+
+def test_the_grade_page_gives_each_checks_status_in_the_notebooks_language(graded, tmp_path):
+    grade = load_tool("grade")
+    page = grade.write_grade_page(tmp_path, graded["cheat endless loop"]).read_text(encoding="utf-8")
+    assert "timed out" in page and "3 / 4" in page and '<html lang="en">' in page
+    assert '<th scope="col">' in page and "<caption>" in page
