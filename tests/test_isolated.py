@@ -124,7 +124,8 @@ def test_a_forbidden_list_goes_by_name_and_comes_back_the_same():
     names = forbidden.names_of(calls)
     assert all(n.startswith("attention_course.") for n in names)
     back = forbidden.from_names(names)
-    assert len(back) == len(calls) and all(
-        a is b or getattr(a, "__func__", a) is getattr(b, "__func__", b) for a, b in zip(calls, back, strict=True))
+    assert len(back) == len(calls)
+    for a, b in zip(calls, back, strict=True):
+        assert a is b or getattr(a, "__func__", a) is getattr(b, "__func__", b)
     with pytest.raises(ValueError, match="not a callable of the course"):
         forbidden.from_names(["os:system"])
