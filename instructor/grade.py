@@ -363,7 +363,7 @@ GRADE_PAGE = {
                "its own)", failed="could not be re-checked", caption="Checks",
                heads=("check", "points", "what happened", "message")),
     "zh": dict(lang="zh-CN", title="成绩", grade="成绩（复核：每个答案在单独的进程里运行）",
-               failed="没能复核", caption="各项检查", heads=("检查", "得分", "结果", "说明")),
+               failed="没能复核", caption="各项检查", heads=("检查", "分数", "结果", "说明")),
 }
 
 
