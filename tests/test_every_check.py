@@ -71,3 +71,40 @@ def test_a_wrong_answer_is_reported_in_the_notebooks_language(lang, name, module
         assert "未通过" in msg, msg
     else:
         assert "failed" in msg, msg
+
+
+@pytest.mark.parametrize(("lang", "name", "module", "function", "answer"), CASES, ids=IDS)
+def test_an_answer_that_changes_its_input_fails_naming_the_rule(lang, name, module, function, answer):
+    """The right result, but an input array (or list) changed in place: every check that hands the
+    answer something changeable fails it, naming the input and the rule."""
+    import copy
+
+    import numpy as np
+
+    solution = load_solutions(name, lang)[answer]
+    changed = []
+
+    def answer_that_changes(*args, **kwargs):
+        result = solution(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, np.ndarray) and a.size and a.flags.writeable:
+                a.flat[0] = not a.flat[0] if a.dtype == bool else a.flat[0] + 1
+            elif isinstance(a, list):
+                a.append(a[-1] if a else 0)
+            else:
+                continue
+            changed.append(True)
+            break
+        return result
+
+    try:
+        check_of(module, function)(answer_that_changes, lang=lang)
+    except CheckFailed as exc:
+        if not changed:            # nothing changeable; this wrapper's own loop broke a loop rule
+            assert "loop" in str(exc) or "循环" in str(exc), str(exc)
+            pytest.skip("no input of this check can be changed in place")
+        rule = "答案要返回新的数组，输入保持原样" if lang == "zh" else "leaves its inputs as they were"
+        assert rule in str(exc), str(exc)
+    else:
+        assert not changed, "an answer that changed its input passed"
+        pytest.skip("no input of this check can be changed in place")
