@@ -9,7 +9,7 @@ The students: one returns the instructor's notebooks (every exercise right), one
 hand-out (every check fails on its stub), one the hand-out with every locked check cell wrapped in
 ``try/except`` (nbgrader restores them). Grading runs ``instructor/grade.py`` exactly as
 ``make grade`` does (nbgrader's generate_assignment, autograde and generate_feedback, then the
-re-check in a fresh interpreter per notebook), in a new course folder.
+re-check, a grader and a worker process per notebook), in a new course folder.
 
 The output gives the wall time of the whole run and of the re-check alone (timed again on the
 same notebooks afterwards), the machine (CPU model, cores, BLAS) and the load average before and

@@ -17,8 +17,8 @@ directory (``--out``, default ``build/grade/``) that is kept from one run to the
 2. ``autograde`` for each student: locked cells that were changed are put back from the gradebook,
    deleted check cells are added back, then the notebook runs and every check cell that raises
    scores 0. A kernel that fails to start is retried twice, then reported with its cause;
-3. the re-check (``instructor/recheck.py``): the student's definitions, in a fresh interpreter,
-   against checks loaded before them. **Its score is the grade**; the table marks with ``!`` a
+3. the re-check (``instructor/recheck.py``): the student's definitions, each run in a worker process,
+   against checks run in a grader process. **Its score is the grade**; the table marks with ``!`` a
    notebook whose in-notebook score differs, and with ``?`` one flagged for review;
 4. ``generate_feedback``: one HTML page per notebook in ``<out>/feedback/<student>/<assignment>/``.
 

@@ -1,4 +1,4 @@
-"""Re-check returned notebooks in a fresh interpreter: the grade that an answer cell cannot switch off.
+"""Re-check returned notebooks, each answer in a process of its own: the grade a student's code cannot reach.
 
 Usage:
     python instructor/recheck.py SUBMITTED [--gradebook course/gradebook.db] [--csv FILE]
@@ -13,13 +13,16 @@ For each returned notebook:
    locked cell, never a cell equal to one of the course's), only what correct answers use is
    taken, by its syntax tree: imports, function and class definitions, and names assigned a
    constant or a lambda. No other statement of the student's runs.
-2. A fresh interpreter loads each check from the installed file first, before any of the
-   student's code exists, runs the course's own import cell and then what step 1 kept, and calls
-   each check on the student's function. Its points are the re-check's score.
-3. What looks like tampering with the check machinery is flagged for review, with the pattern that
-   matched (:data:`PATTERNS`): read from the cells' syntax, and from the interpreter's audit
-   events while the checks run (a file opened outside the student's folder, a thread or process
-   started).
+2. A grader process (this file with ``--grader``) loads each check and calls it with a stand-in
+   for the student's function; a worker process (``attention_course.checks.isolated``) runs the
+   course's import cell and what step 1 kept, and runs the student's function on each input the
+   stand-in sends. Only plain data comes back; every comparison is the grader's. Its points are
+   the re-check's score; what stopped an answer (timed out, exceeded memory, exited, returned
+   something else) is each check's status (:data:`STOPPED`).
+3. What looks like tampering, or a way round a forbidden function, is flagged for review, with
+   the pattern that matched (:data:`PATTERNS`): read from the cells' syntax in the grader, and
+   from the worker's audit events while the checks run (a file opened outside the student's
+   folder, a thread or process started).
 
 A function that needs a global name the re-check does not provide (a variable a demo cell
 defined, say) is reported by name: its check then fails in the re-check, not in the notebook.
@@ -531,7 +534,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--grader"]:
         _grader()
         return 0
-    parser = argparse.ArgumentParser(description="Re-check returned notebooks in a fresh interpreter.")
+    parser = argparse.ArgumentParser(
+        description="Re-check returned notebooks, each answer in a process of its own.")
     parser.add_argument("submitted", help="nbgrader's submitted/ folder, or make grade's input folder")
     parser.add_argument("--gradebook", help="nbgrader's gradebook.db, to compare with its scores")
     parser.add_argument("--csv", help="write one row per notebook here")

@@ -15,8 +15,9 @@ running code). The library functions an exercise may forbid, in named categories
 A notebook's check cell, ``nbNN_checks.check_x(answer)``, gets its check from a fresh copy of the
 installed file at every call (``fresh_on_call`` at the end of each module), so an answer cell that
 replaces or patches a check does not reach it. This is best effort: code in the same process can
-always reach further. The guarantee is the instructor's re-check in a fresh interpreter
-(``instructor/recheck.py``, run by ``make grade``).
+always reach further. The guarantee is the instructor's re-check, each answer in a worker process
+of its own and every comparison in the grader (:mod:`.isolated`; ``instructor/recheck.py``, run
+by ``make grade``).
 """
 
 from .cases import Case, check_function, check_value

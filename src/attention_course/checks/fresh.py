@@ -60,7 +60,8 @@ def fresh_copy(module_name: str) -> types.ModuleType:
     functions. The copy keeps the session's language and raises the one :class:`CheckFailed`.
     This is best effort: code running in the same process can always reach further (the library
     functions a check compares with, NumPy, the interpreter itself). The guarantee is the
-    instructor's re-check in a fresh interpreter (``instructor/recheck.py``).
+    instructor's re-check, which runs each answer in a worker process of its own and compares in the
+    grader (``instructor/recheck.py``, :mod:`.isolated`).
     """
     package = sys.modules[_PACKAGE]
     saved_modules = {leaf: sys.modules.get(f"{_PACKAGE}.{leaf}") for leaf in _SHARED}
