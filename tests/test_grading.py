@@ -264,7 +264,9 @@ def test_the_recheck_is_the_grade_and_a_cheat_is_flagged(regraded):
     first, rows, _, _, _ = regraded
     cheat = rows[("cheat", STEM)]
     assert float(cheat["score"]) == 0 < float(cheat["notebook_score"]), cheat
-    assert "re-check differs" in cheat["status"] and cheat["flags"] == "course module attribute"
+    # setattr(m, n, ...) with n from dir(m): tampering, and a name not written out
+    assert "re-check differs" in cheat["status"]
+    assert cheat["flags"] == "course module attribute; dynamic import or name"
     assert first.returncode == 1
     line = next(line for line in first.stdout.splitlines() if line.startswith("cheat"))
     assert "!?" in line
