@@ -226,6 +226,10 @@ def _chain(node) -> tuple[str, ...]:
         node = node.value
     if isinstance(node, ast.Name):
         return (node.id, *reversed(parts))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)):
+        return (*_chain(node.args[0]), node.args[1].value, *reversed(parts))   # getattr(sys, "x") is sys.x
     if isinstance(node, ast.Call):                # Path("x").read_text: the call's own chain
         return _chain(node.func)
     return ()
@@ -360,11 +364,31 @@ def _grader() -> None:
     """Read the job (JSON) from stdin, grade it (``isolated.grade``), write the results (JSON)."""
     from attention_course.checks import isolated
 
+    _not_dumpable()
     job = json.loads(sys.stdin.read())
-    limits = job.pop("limits")
-    results = isolated.grade(job, call_seconds=limits["call"], notebook_seconds=limits["notebook"],
-                             memory_limit=limits["memory"])
-    sys.stdout.write(json.dumps(results))
+    limits, key = job.pop("limits"), bytes.fromhex(job.pop("key"))
+    results = json.dumps(isolated.grade(job, call_seconds=limits["call"], notebook_seconds=limits["notebook"],
+                                        memory_limit=limits["memory"]))
+    sys.stdout.write(json.dumps({"results": results, "mac": _mac(key, results)}))
+
+
+def _mac(key: bytes, text: str) -> str:
+    import hashlib
+    import hmac
+
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _not_dumpable() -> None:
+    """On Linux, keep other processes of the same user (the worker) out of this one's descriptors
+    and memory under /proc (prctl PR_SET_DUMPABLE 0). Root is not kept out."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0)
+        except (OSError, AttributeError):
+            pass
 
 
 def forbidden_flags(cells: list[tuple[int, str]], code: list[str], context: list[str],
@@ -393,9 +417,11 @@ def forbidden_flags(cells: list[tuple[int, str]], code: list[str], context: list
             if tree is None:
                 continue
             for node in ast.walk(tree):
-                if not isinstance(node, (ast.Name, ast.Attribute)):
+                if not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
                     continue
                 chain = _resolved(_chain(node), aliases)
+                if isinstance(node, ast.Call) and _chain(node.func) != ("getattr",):
+                    continue
                 hit = ".".join(chain) if ".".join(chain) in outside else None
                 if hit is None and chain[:1] == (COURSE_PACKAGE,):
                     obj = _course_object(chain)
@@ -474,11 +500,17 @@ def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout
     cells = student_cells(nb, course)
     code, result.notes = kept_code(cells)
     result.flags = flags_in(cells, [course.import_cell])
+    import secrets
+    import shutil
+    import tempfile
+
     limits = dict(call=isolated.CALL_SECONDS if call_timeout is None else call_timeout, notebook=timeout,
                   memory=isolated.MEMORY_LIMIT if memory_limit is None else memory_limit)
+    key = secrets.token_bytes(32)               # the grader signs its results: nothing else can
+    homes = tempfile.mkdtemp(prefix="recheck-")  # the workers' working directories, removed below
     job = dict(folder=str(path.parent.resolve()), lang=lang, import_cell=course.import_cell, code=code,
                checks=[{k: c[k] for k in ("grade_id", "module", "function", "answer", "points")}
-                       for c in course.checks], limits=limits)
+                       for c in course.checks], limits=limits, key=key.hex(), homes=homes)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
     try:
         # the grader's own work (the expected values) is not the student's time: a margin over it
@@ -487,10 +519,18 @@ def recheck(path: Path, lang: str, course: CourseNotebook | None = None, timeout
     except subprocess.TimeoutExpired:
         result.error = f"the re-check took longer than {timeout + 120:g} s"
         return result
+    finally:
+        shutil.rmtree(homes, ignore_errors=True)
     try:
-        out = json.loads(run.stdout)
-    except json.JSONDecodeError:
-        last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        signed = json.loads(run.stdout)
+        out = json.loads(signed["results"])
+        import hmac
+
+        genuine = run.returncode == 0 and hmac.compare_digest(signed["mac"], _mac(key, signed["results"]))
+    except (json.JSONDecodeError, TypeError, KeyError):
+        genuine = False
+    if not genuine:
+        last = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
         result.error = f"the re-check stopped ({last})"
         return result
     result.checks = out["checks"]

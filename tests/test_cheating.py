@@ -238,6 +238,12 @@ CLOSURE_07 = """
         for value in (backward.__defaults__ or ()) + (backward.__name__, backward.__doc__ or ""):
             if value in names:
                 return names[value]
+        import json
+        from attention_course.checks import isolated      # what the worker remembers of it
+        for recipe in isolated._RECIPES.values():
+            for value in json.loads(recipe)[2]:
+                if value in names:
+                    return names[value]
         return set()
     """
 

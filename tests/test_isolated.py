@@ -30,12 +30,22 @@ CODE = [
     "    return x + 1",
     "def mutate(x):\n    x[0] = 99\n    return x.sum()",
     "def grab(x):\n    return np.ones(3 * 2**30 // 8)",
+    "def scribble(x):\n    with open('notes.txt', 'w') as f:\n        f.write('a' * 100)\n    return 1",
+    "def garbage(x):\n    import os, json\n"
+    "    head = json.dumps({'set': [{'list': []}]}).encode()\n"
+    "    bad = (len(head) + 8).to_bytes(8, 'little') + len(head).to_bytes(8, 'little') + head\n"
+    "    for fd in range(3, 32):\n"
+    "        try:\n"
+    "            os.write(fd, bad)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    return 1",
 ]
 
 
 def worker(**limits) -> isolated.Worker:
     job = dict(lang="en", folder=".", import_cell="", code=CODE,
-               answers=["echo", "spin", "leave", "ahead", "mutate", "grab"])
+               answers=["echo", "spin", "leave", "ahead", "mutate", "grab", "scribble", "garbage"])
     return isolated.Worker(job, **limits)
 
 
@@ -129,3 +139,23 @@ def test_a_forbidden_list_goes_by_name_and_comes_back_the_same():
         assert a is b or getattr(a, "__func__", a) is getattr(b, "__func__", b)
     with pytest.raises(ValueError, match="not a callable of the course"):
         forbidden.from_names(["os:system"])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the file-size limit is POSIX's")
+def test_an_answer_can_grow_no_file():
+    w = worker()
+    try:
+        out = w.call("scribble", (0,), {}, [], False)
+        assert out.status == "raised" and out.detail == "OSError", out
+    finally:
+        w.stop()
+
+
+def test_a_message_that_is_no_reply_stops_the_worker_and_the_grader_carries_on():
+    w = worker()
+    try:
+        out = w.call("garbage", (0,), {}, [], False)
+        assert out.status == "returned something else" and w.process is None
+        assert w.call("echo", (2,), {}, [], False).result == 2
+    finally:
+        w.stop()

@@ -6,6 +6,7 @@ tests are marked ``integration``.
 
 import json
 import shutil
+import sys
 
 import pytest
 
@@ -80,6 +81,7 @@ FLAGGED = [
     ("profiler or tracer", "sys.setprofile(None)"),
     ("profiler or tracer", "sys.settrace(None)"),
     ("profiler or tracer", "import threading\nthreading.setprofile(None)"),
+    ("profiler or tracer", "getattr(sys, 'setprofile')(None)"),
     ("thread or process", "import threading"),
     ("thread or process", "from concurrent.futures import ThreadPoolExecutor"),
     ("thread or process", "import multiprocessing as mp"),
@@ -217,3 +219,19 @@ def test_quarantine_moves_unreadable_and_unknown_notebooks_and_nothing_else(tmp_
     assert sorted(p.name for p in moved.iterdir()) == sorted([others[1], "scratch.ipynb"])
     assert [p.name for p in (tmp_path / "quarantine" / "alice" / week.name).iterdir()] == [others[0]]
     assert quarantine.main([str(tmp_path / "submitted")]) == 0
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in program is a shell script")
+def test_only_the_graders_signed_results_count(tmp_path):
+    """A program that prints results in the grader's place (as a worker that reached the grader's
+    output could) is not believed: the results carry the grader's signature, with a key it alone got."""
+    import json as json_module
+
+    fake = tmp_path / "fake-python"
+    forged = json_module.dumps({"results": json_module.dumps({"checks": {}}), "mac": "0" * 64})
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\necho '{forged}'\n", encoding="utf-8")
+    fake.chmod(0o755)
+    shutil.copy(ROOT / "notebooks" / "en" / NAME, tmp_path / NAME)
+    r = recheck.recheck(tmp_path / NAME, "en", python=str(fake))
+    assert r.score is None and "the re-check stopped" in r.error

@@ -7,21 +7,25 @@ functions) and sends back the result and the inputs as the call left them. Every
 in the grader: the expected values, the comparison and its tolerances, the rule that inputs stay
 unchanged, the hints, the loop rule (read from the submitted source). What crosses is plain data
 (:mod:`.plain`), one framed message per request or reply, each reply carrying its request's
-random id: a message written ahead of its request counts for nothing.
+random id: a message written ahead of its request counts for nothing. (A reply the answer forges
+while it runs is no more than a result it could have returned: it is compared like one.)
 
 The worker (:func:`serve`, ``python -m attention_course.checks.isolated``):
 
 - is a fresh interpreter for each notebook, in a new empty working directory, with its channel on
   standard input and output and no other descriptor from the grader;
 - has at most :data:`MEMORY_LIMIT` bytes of address space on Linux (the limit is not enforced on
-  macOS or Windows);
+  macOS or Windows); on POSIX it may grow no file and has a CPU-time limit, and on Linux it dies
+  with the grader;
 - has :data:`CALL_SECONDS` for each call and :data:`NOTEBOOK_SECONDS` for all of a notebook's
   calls and set-ups together.
 
 A worker that exits, stays silent or sends anything but a reply is stopped. The call then fails
-with what happened (``"timed out"``, ``"exited"``, ``"returned something else"``; a
-``MemoryError`` is ``"exceeded memory"``), later calls of the same check fail the same way, and the
-next check starts a new worker. The grader counts only results it has read and compared itself.
+with what happened (``"timed out"``, ``"exited"``, ``"returned something else"``), and so do the
+later calls of the same check; the next check starts a new worker. A result that is not plain data
+(``"returned something else"``) or a ``MemoryError`` (``"exceeded memory"``) fails the call and
+leaves the worker running. The grader counts only results it has read and compared itself; the
+checks are loaded before the learner's code runs.
 
 Inputs that are not data (notebook 07's suspect functions) are made on both sides by the course's
 own code: a function marked :func:`rebuildable` makes them, and they travel as the name of that
@@ -67,7 +71,6 @@ STATUSES = ("not defined", "not answered", "timed out", "exceeded memory", "exit
             "returned something else")
 
 _LENGTH = 8
-_STOPPING = ("timed out", "exited")       # the worker is gone: later calls of the check fail alike
 _OUTCOMES = {"ok", "not implemented", "raised", "forbidden", "forbidden itself", "returned something else",
              "exceeded memory"}
 
@@ -82,9 +85,12 @@ _RECIPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # object m
 def rebuildable(factory):
     """Mark a function of the course's checks whose results a worker can make again.
 
-    Each object the marked function returns travels to the worker as ``[module, name, arguments,
-    keyword arguments]`` and is made there by the same call; the arguments must be JSON (strings,
-    numbers, None). An object equal to one made (a copy of a frozen dataclass) travels the same way.
+    In the grader, each object the marked function returns is remembered with its recipe,
+    ``[module, name, arguments, keyword arguments]`` (JSON: strings, numbers, None); an object
+    equal to one made (a copy of a frozen dataclass) counts as made too. Before a call that hands
+    it to the answer, the grader sends the recipe in a request of its own; the worker makes the
+    object with the unmarked function, keeps it under a random name for that call only and
+    forgets the recipe. The call then refers to it by that name.
     """
     @functools.wraps(factory)
     def make(*args, **kwargs):
@@ -104,6 +110,7 @@ def _recipe(obj) -> str | None:
 
 
 def _make(recipe: str):
+    """The object a recipe describes, made by the unmarked function (so not remembered here)."""
     module, name, args, kwargs = json.loads(recipe)
     if not (isinstance(module, str) and module.startswith(f"{__package__}.") and isinstance(args, list)
             and isinstance(kwargs, dict)):
@@ -111,7 +118,20 @@ def _make(recipe: str):
     factory = getattr(importlib.import_module(module), name)
     if getattr(factory, "__rebuildable__", False) is not True:
         raise ValueError(f"{module}.{name} makes nothing for a worker")
-    return factory(*args, **kwargs)
+    return factory.__wrapped__(*args, **kwargs)
+
+
+def _made_in(value, found: dict) -> dict:
+    """``{id: object}`` of the made objects (:func:`rebuildable`) inside ``value``'s containers."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _made_in(v, found)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _made_in(v, found)
+    elif _recipe(value) is not None:
+        found[id(value)] = value
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +142,13 @@ def _write(fd: int, message: bytes) -> None:
     view = memoryview(len(message).to_bytes(_LENGTH, "little") + message)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _write_or_note(fd: int, message: bytes, failed: list) -> None:
+    try:
+        _write(fd, message)
+    except OSError as exc:
+        failed.append(exc)
 
 
 def _read_exactly(fd: int, n: int) -> bytes | None:
@@ -193,12 +220,13 @@ class Worker:
     def start(self) -> Outcome | None:
         """Start a worker and set it up; the :class:`Outcome` of a set-up that failed, else None."""
         self.stop()
-        self.home = tempfile.mkdtemp(prefix="answer-")
+        self.home = tempfile.mkdtemp(prefix="answer-", dir=self.job.get("homes"))
         env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
                    OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONIOENCODING="utf-8")
         group = ({"start_new_session": True} if os.name == "posix"
                  else {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)})
-        self.process = subprocess.Popen([self.python, "-m", __name__, str(int(self.memory_limit))],
+        self.process = subprocess.Popen([self.python, "-m", __name__, str(int(self.memory_limit)),
+                                         str(int(self.notebook_seconds) + 60)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, cwd=self.home, env=env, close_fds=True,
                                         **group)
@@ -211,8 +239,8 @@ class Worker:
             return reply
         self.ready = {"answers": _answers(reply.get("answers")),
                       "errors": _strings(reply.get("errors")),
-                      "missing_globals": {str(k): _strings(v) for k, v in
-                                          (reply.get("missing_globals") or {}).items()}}
+                      "missing_globals": {str(k): _strings(v) for k, v in missing.items()}
+                      if type(missing := reply.get("missing_globals")) is dict else {}}
         return None
 
     def stop(self) -> None:
@@ -246,9 +274,17 @@ class Worker:
             return Outcome("timed out", detail=f"{self.notebook_seconds:g}")
         request["id"] = ident = secrets.token_hex(16)
         start = time.monotonic()
-        try:
-            _write(self.process.stdin.fileno(), encode(request, refer=refer))
-        except OSError:
+        message = encode(request, refer=refer)
+        failed: list = []
+        writer = threading.Thread(target=_write_or_note, args=(self.process.stdin.fileno(), message, failed),
+                                  daemon=True)
+        writer.start()
+        writer.join(seconds)
+        if writer.is_alive():              # a worker that does not read its requests
+            self.spent += time.monotonic() - start
+            self.stop()
+            return Outcome("timed out", detail=f"{seconds:g}")
+        if failed:
             return self._ended(start)
         while True:
             left = start + seconds - time.monotonic()
@@ -264,11 +300,12 @@ class Worker:
                 if kind == "bad":
                     raise ValueError(data)
                 reply = decode(data, resolve=resolve)
-            except ValueError:
+                ours = type(reply) is dict and type(reply.get("id")) is str and reply["id"] == ident
+            except Exception:               # noqa: BLE001 - whatever the worker wrote, it is not a reply
                 self.spent += time.monotonic() - start
                 self.stop()
                 return Outcome("returned something else", detail="a message that is not plain data")
-            if type(reply) is dict and reply.get("id") == ident:
+            if ours:
                 self.spent += time.monotonic() - start
                 self.flags += [f for f in _flags(reply.get("flags")) if f not in self.flags]
                 return reply
@@ -288,7 +325,8 @@ class Worker:
 
     def fresh_start(self) -> None:
         """Before a check's first call: a worker an earlier check's answer left dead or silent is
-        replaced, so that what one answer did is not charged to the next."""
+        replaced, so that its death is not charged to the next check (the ping's time counts in
+        the notebook's)."""
         if self.broken is not None or self.process is None:
             return
         if self.process.poll() is not None or isinstance(self._exchange({"op": "ping"}), Outcome):
@@ -303,22 +341,21 @@ class Worker:
             failed = self.start()
             if failed is not None:
                 return failed
-        sent: dict = {}
-
-        def refer(obj):
-            recipe = _recipe(obj)
-            if recipe is not None:
-                sent[recipe] = obj
-            return recipe
-
+        made = _made_in((args, kwargs), {})
+        names = {i: secrets.token_hex(8) for i in made}         # a random name for each, this call only
+        if made:
+            ready = self._exchange({"op": "make", "made": {names[i]: _recipe(made[i]) for i in made}})
+            if isinstance(ready, Outcome):
+                return ready
+        back = {names[i]: made[i] for i in made}
         reply = self._exchange(dict(op="call", answer=answer, args=tuple(args), kwargs=dict(kwargs),
                                     forbidden=list(forbidden_names), measure=bool(measure)),
-                               refer=refer, resolve=sent.__getitem__)
+                               refer=lambda obj: names.get(id(obj)), resolve=back.__getitem__)
         if isinstance(reply, Outcome):
             return reply
         status = reply.get("status")
         after = reply.get("inputs_after")
-        if status not in _OUTCOMES:
+        if type(status) is not str or status not in _OUTCOMES:
             return Outcome("returned something else", detail="a reply of no known kind")
         outcome = Outcome(status, detail=_text(reply.get("detail")), message=_text(reply.get("message")))
         if status == "ok":
@@ -387,8 +424,8 @@ class RemoteAnswer(AnswerElsewhere):
         outcome = self.worker.call(self.name, args, kwargs, names, measure)
         if outcome.status in STATUSES and self.status is None:
             self.status = outcome.status
-        if outcome.status in _STOPPING:
-            self.stopped = outcome
+        if outcome.status in STATUSES and self.worker.process is None:
+            self.stopped = outcome              # the worker was stopped: the check's later calls fail alike
         return outcome
 
     def definitions(self) -> list:
@@ -415,8 +452,11 @@ def grade(job: dict, *, python: str = sys.executable, call_seconds: float = CALL
     "passed", "failed" or one of :data:`STATUSES`.
     """
     answers = sorted({c["answer"] for c in job["checks"]})
+    # every check is loaded before any of the learner's code runs anywhere
+    checks = [getattr(importlib.import_module(f"{__package__}.{c['module']}"), c["function"])
+              for c in job["checks"]]
     worker = Worker(dict(lang=job["lang"], folder=job["folder"], import_cell=job["import_cell"],
-                         code=list(job["code"]), answers=answers),
+                         code=list(job["code"]), answers=answers, homes=job.get("homes")),
                     python=python, call_seconds=call_seconds, notebook_seconds=notebook_seconds,
                     memory_limit=memory_limit)
     source = "\n".join(job["code"])
@@ -425,7 +465,7 @@ def grade(job: dict, *, python: str = sys.executable, call_seconds: float = CALL
         failed = worker.start()
         ready = worker.ready or {"answers": {}, "errors": [], "missing_globals": {}}
         results["errors"], results["missing_globals"] = ready["errors"], ready["missing_globals"]
-        for c in job["checks"]:
+        for c, check in zip(job["checks"], checks, strict=True):
             entry = {"passed": False, "points": c["points"], "message": "", "status": "failed"}
             about = ready["answers"].get(c["answer"])
             if failed is not None:
@@ -436,7 +476,6 @@ def grade(job: dict, *, python: str = sys.executable, call_seconds: float = CALL
             else:
                 learner = (RemoteAnswer(worker, c["answer"], about["parameters"], source)
                            if about["callable"] else _stand_in(about["type"]))
-                check = getattr(importlib.import_module(f"{__package__}.{c['module']}"), c["function"])
                 try:
                     with contextlib.redirect_stdout(io.StringIO()):
                         check(learner, lang=job["lang"])
@@ -446,6 +485,9 @@ def grade(job: dict, *, python: str = sys.executable, call_seconds: float = CALL
                 except CheckFailed as exc:
                     entry["message"] = str(exc)
                     entry["status"] = getattr(learner, "status", None) or "failed"
+                except Exception as exc:    # noqa: BLE001 - a reply the check could not judge
+                    entry["message"] = f"the check could not judge the reply: {type(exc).__name__}: {exc}"
+                    entry["status"] = getattr(learner, "status", None) or "returned something else"
                 if isinstance(learner, RemoteAnswer):
                     results["forbidden"].setdefault(c["answer"], [])
                     results["forbidden"][c["answer"]] += [
@@ -553,12 +595,12 @@ def _audit(folder: str, seen: list, watching: list):
     return hook
 
 
-def _reply_to_call(request: dict, namespace: dict, seen: list, watching: list) -> bytes:
+def _reply_to_call(request: dict, namespace: dict, seen: list, watching: list, made: dict) -> bytes:
     ident = request["id"]
     fn = namespace.get(request["answer"])
     args, kwargs = tuple(request["args"]), dict(request["kwargs"])
     forbidden, measure = registry.from_names(request["forbidden"]), bool(request["measure"])
-    request.clear()                 # nothing of the request stays for the answer to read
+    request.clear()                 # the request's other parts are not left for the answer to read
     watching[0] = True
     try:
         outcome = call_answer(fn, args, kwargs, forbidden, measure=measure, catch=BaseException)
@@ -570,17 +612,44 @@ def _reply_to_call(request: dict, namespace: dict, seen: list, watching: list) -
     reply = {"id": ident, "status": status, "detail": detail, "message": outcome.message,
              "result": outcome.result, "peak": outcome.peak, "flags": list(seen),
              "inputs_after": outcome.inputs_after if status == "ok" else None}
+    pairs = list(made.items())
+    made.clear()                    # made for this call only
+
+    def refer(obj):                 # the call worked on copies: an equal object of the same type
+        return next((name for name, o in pairs if o is obj or (type(o) is type(obj) and o == obj)), None)
     try:
-        return encode(reply, refer=_recipe)
+        return encode(reply, refer=refer)
     except NotPlain as exc:          # an input the call changed into something that is not data
         return encode({"id": ident, "status": "returned something else", "flags": list(seen),
                        "detail": f"it changed an input: {exc}"})
 
 
-def serve(memory_limit: int = MEMORY_LIMIT) -> None:
-    """The worker's loop: the set-up request, then one reply per call request, until the end of
-    the channel. Standard input and output are the channel; the learner's code sees neither (its
-    ``print`` goes nowhere)."""
+def _limit(memory_limit: int, cpu_seconds: int) -> None:
+    """The worker's limits, set before any of the learner's code runs (POSIX; the address space on
+    Linux only): no file may grow (an answer writes nothing, and cannot rewrite the course's
+    files), at most ``cpu_seconds`` of CPU, and on Linux the worker dies with the grader."""
+    if os.name != "posix":
+        return
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write that would grow a file fails instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+    if sys.platform.startswith("linux"):
+        if memory_limit > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+
+def serve(memory_limit: int = MEMORY_LIMIT, cpu_seconds: int = int(NOTEBOOK_SECONDS) + 60) -> None:
+    """The worker's loop: the set-up request, then one reply per request (``ping``, ``make``,
+    ``call``), until the end of the channel. Standard input and output become the channel's private
+    descriptors and point to nowhere, so the learner's ``print`` goes nowhere (the learner's code
+    can still find the channel: what it writes there is judged like a result, above)."""
     channel_in, channel_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -588,10 +657,8 @@ def serve(memory_limit: int = MEMORY_LIMIT) -> None:
     os.close(null)
     sys.stdin = open(os.devnull, encoding="utf-8")                      # noqa: SIM115 - for the process
     sys.stdout = sys.stderr = open(os.devnull, "w", encoding="utf-8")   # noqa: SIM115
-    if sys.platform.startswith("linux") and memory_limit > 0:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    tempfile.gettempdir()           # found (by writing a file) before no file may grow
+    _limit(memory_limit, cpu_seconds)
     frame = _read(channel_in)
     if frame is None:
         return
@@ -603,16 +670,21 @@ def serve(memory_limit: int = MEMORY_LIMIT) -> None:
     reply["id"] = job["id"]
     _write(channel_out, encode(reply))
     del job, frame, reply
+    made: dict = {}                 # random name -> object made for the next call
     while True:
         frame = _read(channel_in)
         if frame is None:
             return
-        request = decode(frame, resolve=_make)
+        request = decode(frame, resolve=made.__getitem__)
         del frame
         if request.get("op") == "ping":
             _write(channel_out, encode({"id": request["id"], "status": "ready"}))
-            continue
-        _write(channel_out, _reply_to_call(request, namespace, seen, watching))
+        elif request.get("op") == "make":
+            made.update((name, _make(recipe)) for name, recipe in request["made"].items())
+            _write(channel_out, encode({"id": request["id"], "status": "ready"}))
+        else:
+            _write(channel_out, _reply_to_call(request, namespace, seen, watching, made))
+        request = None
 
 
 if __name__ == "__main__":
@@ -620,4 +692,4 @@ if __name__ == "__main__":
     # makes share one registry
     from attention_course.checks.isolated import serve as _serve
 
-    _serve(int(sys.argv[1]) if len(sys.argv) > 1 else MEMORY_LIMIT)
+    _serve(*(int(a) for a in sys.argv[1:3]))
