@@ -406,13 +406,13 @@ def forbidden_flags(cells: list[tuple[int, str]], code: list[str], context: list
     trees = [t for t in (_parse(src) for _, src in cells) if t is not None]
     aliases = _aliases(trees + [t for t in map(_parse, context) if t is not None])
     source = "\n".join(code)
+    outside = {dotted for names in registry.OUTSIDE.values() for dotted in names}
     found = []
     for answer, names in forbidden.items():
         targets = {}
         for f in registry.from_names(names):
             for obj in unwrap_chain(f):
                 targets[id(obj)] = (obj, f)
-        outside = {dotted for category in registry.OUTSIDE for dotted in registry.OUTSIDE[category]}
         for _, tree in functions_in_source(source, answer):
             if tree is None:
                 continue

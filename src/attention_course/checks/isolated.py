@@ -193,8 +193,8 @@ def _reader(stream, replies: queue.Queue) -> None:
 # ---------------------------------------------------------------------------------------------
 
 class Worker:
-    """The grader's handle on the worker of one notebook: started when first needed, again after
-    a call that stopped it (:data:`_STOPPING`).
+    """The grader's handle on the worker of one notebook: started when first needed, and again
+    after a call that stopped it (timed out, exited, or a message that was no reply).
 
     ``job`` holds ``lang``, ``folder`` (the returned notebook's folder), ``import_cell`` (the
     course's), ``code`` (the statements of the learner's that run, as source) and ``answers`` (the
