@@ -26,6 +26,10 @@ missing). What a learner reads, one module per idea in the order of the notebook
 - :mod:`.gguf_file` - a GGUF file read and dequantized in NumPy (09)
 - :mod:`.pretrained` - SmolLM2-135M from its GGUF file, run on the library's RoPE, grouped-query
   attention and KV cache (:class:`.decoding.KVCache`) (09)
+- :mod:`.hooks` - inside a model with TransformerLens's names: ``run_with_cache``,
+  ``run_with_hooks``, the activation cache, ablation and patching hooks (08, 09)
+- :mod:`.circuits` - standard head measures with TransformerLens's definitions: head-detector
+  scores, OV copying scores, direct logit attribution (08, 09)
 - :mod:`.examples` - the running examples of the course, in both languages
 - :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
 - :mod:`.widgets` - one live widget module per notebook (``nbNN``: its controls and a pure

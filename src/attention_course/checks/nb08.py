@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tiny_model import AttentionOnlyModel
+from . import forbidden
 from .cases import Case, check_function
 from .language import label as _label
 
@@ -127,7 +128,7 @@ def check_induction_score(learner, lang: str | None = None) -> None:
              (_weights(rng, 2, 6), np.array([[0, 1, 2, 3, 4, 5], [1, 1, 2, 1, 2, 2]]))),
     ]
     check_function(learner, _reference_induction, cases, name=INDUCTION_NAME, hint=INDUCTION_HINT,
-                   mistakes=_induction_variants, lang=lang)
+                   mistakes=_induction_variants, forbidden=forbidden.of("head_scores"), lang=lang)
 
 
 # --- exercise 2: the K-composition table --------------------------------------------------------
