@@ -460,16 +460,16 @@ class PretrainedModel:
         qkv = self._projections(i, "qkv", ("W_q", "W_k", "W_v"), h)             # (B, T, (H+2G)·d_k)
         heads = qkv.reshape(B, T, c.H + 2 * c.G, c.d_k).transpose(0, 2, 1, 3)  # (B, H+2G, T, d_k)
         q, k, v = heads[:, :c.H], heads[:, c.H:c.H + c.G], heads[:, c.H + c.G:]
-        if hooks.active and any(hooks.wants(at + n) for n in ("hook_q", "hook_k", "hook_rot_q",
+        if hooks.active and any(hooks.wants(at + n) for n in ("hook_q", "hook_k", "hook_v", "hook_rot_q",
                                                                 "hook_rot_k")):
             q, k = hooks.heads(at + "hook_q", q), hooks.heads(at + "hook_k", k)
+            v = hooks.heads(at + "hook_v", v)
             q = hooks.heads(at + "hook_rot_q", rotate_pairs(q, *rope))
             k = hooks.heads(at + "hook_rot_k", rotate_pairs(k, *rope))
-        else:
-            # queries and keys turn alike: RoPE on the H + G heads at once
-            qk = rotate_pairs(heads[:, :c.H + c.G], *rope)
-            q, k = qk[:, :c.H], qk[:, c.H:]
-        return q, k, hooks.heads(at + "hook_v", v)
+            return q, k, v
+        # queries and keys turn alike: RoPE on the H + G heads at once
+        qk = rotate_pairs(heads[:, :c.H + c.G], *rope)
+        return qk[:, :c.H], qk[:, c.H:], hooks.heads(at + "hook_v", v)
 
     def _attend(self, q, k, v, hooks, at):
         """Causal grouped-query attention, (B, H, T, d_k).
