@@ -102,6 +102,12 @@ def test_tiny_direct_logit_attribution_adds_up_to_the_logit():
     rest = np.take_along_axis(stream, target[..., None], -1)[..., 0]
     right = np.take_along_axis(logits[:, :-1], target[..., None], -1)[..., 0]
     assert np.allclose(dla.sum(axis=(0, 1)) + rest, right, atol=1e-4)
+    # centred: minus the head's mean over the vocabulary, computed here from the full logits
+    centred = circuits.direct_logit_attribution(m, cache, tok, centred=True)
+    for layer in range(2):
+        for head in range(3):
+            full = cache["z", layer][:, :-1, head] @ m.head_weights(layer, head)["W_O"] @ m.params["W_U"]
+            assert np.allclose(centred[layer, head], dla[layer, head] - full.mean(-1), atol=1e-5)
     with pytest.raises(TypeError, match="ActivationCache"):
         circuits.direct_logit_attribution(m, {"z": 1}, tok)
     _, only = m.run_with_cache(tok, names_filter="blocks.0.attn.hook_z")

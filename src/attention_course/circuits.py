@@ -152,6 +152,7 @@ def _circuit_parts(model) -> dict:
         W_O = [[w["W_O"] for w in row] for row in each]
         W_E, W_U = model.params["embed"], model.params["W_U"]
         return {"W_E": W_E, "unembed": lambda ids: W_U[:, ids], "V_out": W_U.shape[1],
+                "mean_unembed": lambda: W_U.mean(axis=1),
                 "W_U_W_E": lambda: W_U.astype(np.float64) @ W_E.astype(np.float64),
                 "W_V": W_V, "W_O": W_O, "n_layers": model.n_layers, "H": model.n_heads, "norm": False}
     c = model.config
@@ -170,6 +171,7 @@ def _circuit_parts(model) -> dict:
         return g.astype(np.float64)[:, None] * (W_out.T @ model.embedding).astype(np.float64)
 
     return {"W_E": model.embedding, "unembed": unembed, "V_out": W_out.shape[0], "W_U_W_E": gram,
+            "mean_unembed": lambda: W_out.mean(axis=0) * g,
             "W_V": W_V, "W_O": W_O, "n_layers": c.n_layers, "H": c.H, "norm": True}
 
 
@@ -195,7 +197,7 @@ def copying_scores(model) -> np.ndarray:
     return out
 
 
-def direct_logit_attribution(model, cache: ActivationCache, tokens) -> np.ndarray:
+def direct_logit_attribution(model, cache: ActivationCache, tokens, *, centred: bool = False) -> np.ndarray:
     """Each head's direct share of the logit of the right next token: (n_layers, H, B, T - 1).
 
     Entry [l, h, b, t]: head h of layer l's output at position t (its ``hook_z`` through its rows
@@ -210,6 +212,10 @@ def direct_logit_attribution(model, cache: ActivationCache, tokens) -> np.ndarra
         From ``model.run_with_cache(tokens)``, with its batch axis; it must hold every layer's
         ``attn.hook_z`` (and, for the real model, ``ln_final.hook_scale``).
     tokens : ints, shape (T,) or (B, T)
+    centred : bool
+        Subtract the head's mean contribution over the whole vocabulary: the softmax ignores what
+        a head adds to every logit alike, so the centred value is what changes the prediction (a
+        head that lowers every logit has a negative raw value but may still favour the token).
     """
     if not isinstance(cache, ActivationCache) or not cache.has_batch_dim:
         raise TypeError("cache must be an ActivationCache with its batch axis, from "
@@ -222,6 +228,7 @@ def direct_logit_attribution(model, cache: ActivationCache, tokens) -> np.ndarra
         scale = cache["ln_final.hook_scale"][:, :-1]                     # (B, T - 1, 1)
     else:
         scale = 1.0
+    mean_column = parts["mean_unembed"]() if centred else None          # (E,)
     out = np.empty((parts["n_layers"], parts["H"], *target.shape))
     for layer in range(parts["n_layers"]):
         z = cache["z", layer]                                            # (B, T, H, d)
@@ -230,4 +237,6 @@ def direct_logit_attribution(model, cache: ActivationCache, tokens) -> np.ndarra
         for head in range(parts["H"]):
             written = z[:, :-1, head] @ parts["W_O"][layer][head] / scale     # (B, T - 1, E)
             out[layer, head] = np.einsum("bte,ebt->bt", written, W_U)
+            if centred:
+                out[layer, head] -= written @ mean_column
     return out
