@@ -174,6 +174,19 @@ sweep-store:
 	@test -f build/sweep.json || { echo "no build/sweep.json: run make sweep first"; exit 1; }
 	cp build/sweep.json src/attention_course/data/sweep.json
 
+## make controls: measure 09's ablation controls on the real model (20 random draws of five heads
+##   and the same-layer heads, zero- and mean-ablated, on three held-out trials; about 40 s), on
+##   this CPU's default kernel: build/controls.json.
+## make controls-store: copy build/controls.json into the package (attention_course.controls.stored).
+.PHONY: controls controls-store
+controls: $(DEV_STAMP)
+	@mkdir -p build
+	$(DEFAULT_KERNEL) $(PY) -m attention_course.controls --out build/controls.json
+
+controls-store:
+	@test -f build/controls.json || { echo "no build/controls.json: run make controls first"; exit 1; }
+	cp build/controls.json src/attention_course/data/controls.json
+
 ## make other-solution: train 08's other solution (two layers, no circuit) again, with the seed and
 ##   BLAS kernel of the stored one (which seed lands on which solution changes with the kernel):
 ##   build/other_solution.npz.

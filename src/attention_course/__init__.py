@@ -30,6 +30,8 @@ missing). What a learner reads, one module per idea in the order of the notebook
   ``run_with_hooks``, the activation cache, ablation and patching hooks (08, 09)
 - :mod:`.circuits` - standard head measures with TransformerLens's definitions: head-detector
   scores, OV copying scores, direct logit attribution (08, 09)
+- :mod:`.controls` - 09's ablation controls on the real model (random and same-layer heads),
+  measured once and stored (09)
 - :mod:`.examples` - the running examples of the course, in both languages
 - :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
 - :mod:`.widgets` - one live widget module per notebook (``nbNN``: its controls and a pure

@@ -157,6 +157,9 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "workers.pool.WorkerPool",
     "hooks.act_name", "hooks.HookPoint", "hooks.ActivationCache", "hooks.Hooks", "hooks.zero_ablate_head",
     "hooks.mean_ablate_head", "hooks.resample_ablate_head", "hooks.patch_activation",
+    "controls.trials", "controls.induction_heads", "controls.head_means", "controls.zero_ablation",
+    "controls.mean_ablation", "controls.second_copy_losses", "controls.random_draws",
+    "controls.same_layer_heads", "controls.run", "controls.stored", "controls.main",
 )
 
 
