@@ -5,14 +5,29 @@ redraws the chosen head's attention weights on a fixed probe example at that mom
 panel marks the moment on the loss curve. A dropdown picks the task (and with it the trained
 model), another the head, where the model has more than one. Layers and heads are counted from 0.
 Notebook 08's explorer (:mod:`.nb08`) is the same class with its own tasks.
+
+The figure's layout is the same for every task of an explorer, so choosing another task is one
+more frame, not a new figure (a new figure, laid out and drawn in full, took 0.2-0.3 s). The map's
+cells fill the same axes whatever their number; the loss panel takes each task's limits; the tick
+marks and labels of both panels, the loss curve and the task's name are artists that the update
+sets. Invisible tick labels as wide as the widest label of any of the explorer's tasks keep the
+room those labels need.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache, partial
 
 import ipywidgets as w
 import numpy as np
+from matplotlib import rcParams
+from matplotlib.backends.backend_agg import RendererAgg
+from matplotlib.font_manager import FontProperties
+from matplotlib.lines import Line2D
+from matplotlib.markers import TICKDOWN, TICKLEFT
+from matplotlib.ticker import AutoLocator, ScalarFormatter
+from matplotlib.transforms import offset_copy
 
 from .. import plots
 from ..tasks import library_batch, previous_token_batch
@@ -57,6 +72,9 @@ TEXT = {
         "query_label": "find {key}",
     },
 }
+
+#: Font size (points) of the task's name above the panels.
+TITLE_SIZE = 11
 
 #: Key names of the library task: the letters A, B, C, ... (16 keys).
 KEY_NAMES = tuple(chr(ord("A") + i) for i in range(26))
@@ -124,6 +142,125 @@ def default_runs(seed: int = 0) -> dict:
     return {"library": lib, "previous": prev}
 
 
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+@lru_cache(maxsize=1)
+def _measure() -> RendererAgg:
+    """One small Agg renderer that measures every label (one per label cost more than measuring)."""
+    return RendererAgg(1, 1, 72)
+
+
+@lru_cache(maxsize=4096)
+def _text_size(text: str, points: float) -> tuple[float, float, float]:
+    """Width, height and descent in points of one line of text as Agg lays it out."""
+    return _measure().get_text_width_height_descent(text, FontProperties(size=points), ismath=False)
+
+
+def _points(size) -> float:
+    return FontProperties(size=size).get_size_in_points()
+
+
+def _widest(labels, size) -> str:
+    points = _points(size)
+    return max(labels, key=lambda s: (_text_size(s, points)[0], s))
+
+
+def _key_rotation(labels) -> int:
+    # as plots.heatmap turns its column labels: Chinese upright, long Latin labels on a wide map 90°
+    labels = [str(s) for s in labels]
+    if any(_CJK.search(s) for s in labels):
+        return 0
+    return 90 if len(labels) > 6 and max(map(len, labels)) > 4 else 0
+
+
+def _centres(n: int) -> np.ndarray:
+    """Centres of n cells that fill the axes' (0, 1)."""
+    return (np.arange(n) + 0.5) / n
+
+
+def _keep_room(ax, which: str, room: str, at: float, rotation: float = 0) -> None:
+    """One tick on the axis, drawn in no colour, its label ``room``: the axis label and
+    tight_layout keep the room of the widest label to come. ``at`` must lie in every view the
+    axes take, or the axis leaves the tick out."""
+    if which == "x":
+        ax.set_xticks([at], labels=[room], rotation=rotation)
+    else:
+        ax.set_yticks([at], labels=[room])
+    ax.tick_params(axis=which, color="none", labelcolor="none")
+
+
+class _Ticks:
+    """Tick marks and labels along one axis, as artists an update sets: placed, sized and coloured
+    as the axis places its own (ticks pointing out, labels ``pad`` points beyond them)."""
+
+    def __init__(self, ax, which: str, slots: int):
+        fig = ax.get_figure()
+        size, width = rcParams[f"{which}tick.major.size"], rcParams[f"{which}tick.major.width"]
+        offset = size + rcParams[f"{which}tick.major.pad"]
+        colour = rcParams[f"{which}tick.color"]
+        label_colour = rcParams[f"{which}tick.labelcolor"]
+        label_colour = colour if label_colour == "inherit" else label_colour
+        if which == "x":
+            along = ax.get_xaxis_transform()
+            place = offset_copy(along, fig=fig, y=-offset, units="points")
+            marker, align = TICKDOWN, {"ha": "center", "va": "top"}
+        else:
+            along = ax.get_yaxis_transform()
+            place = offset_copy(along, fig=fig, x=-offset, units="points")
+            marker, align = TICKLEFT, {"ha": "right", "va": "center_baseline"}
+        self.which = which
+        self.marks = Line2D([], [], transform=along, marker=marker, linestyle="none",
+                            markersize=size, markeredgewidth=width, color=colour, clip_on=False)
+        ax.add_artist(self.marks)
+        self.labels = [ax.text(0.0, 0.0, "", transform=place, fontsize=rcParams[f"{which}tick.labelsize"],
+                               color=label_colour, clip_on=False, in_layout=False, **align)
+                       for _ in range(slots)]
+
+    def set(self, positions, labels, rotation: float = 0) -> list:
+        """Ticks at ``positions`` (along the axis, in data units) with these labels; the label
+        places beyond them left empty. Returns the artists."""
+        n = len(positions)
+        if n > len(self.labels) or len(labels) != n:
+            raise ValueError(f"{n} positions, {len(labels)} labels, {len(self.labels)} places")
+        along, across = np.asarray(positions, dtype=float), np.zeros(n)
+        self.marks.set_data((along, across) if self.which == "x" else (across, along))
+        for i, text in enumerate(self.labels):
+            label, at = (str(labels[i]), along[i]) if i < n else ("", 0.0)
+            text.set_text(label)
+            if self.which == "x":
+                text.set_x(at)
+                text.set_rotation(rotation)
+            else:
+                text.set_y(at)
+        return [self.marks, *self.labels]
+
+
+def _loss_view(ax, loss) -> dict:
+    """The limits and ticks the loss panel takes for one curve: those autoscaling and matplotlib's
+    default locator and formatter gave it (set on ``ax`` to lay out the ticks on its length).
+
+    ``xlim``, ``ylim``; ``x``, ``y``: lists of (position, label) of the ticks within the limits.
+    """
+    x0, x1 = AutoLocator().nonsingular(0.0, float(len(loss) - 1))    # as autoscaling does
+    margin = rcParams["axes.xmargin"] * (x1 - x0)
+    view = {"xlim": (x0 - margin, x1 + margin),
+            "ylim": (0.0, max(float(np.max(loss)) * 1.05, 0.1))}
+    ax.set_xlim(*view["xlim"])
+    ax.set_ylim(*view["ylim"])
+    for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        locator, formatter = AutoLocator(), ScalarFormatter()
+        locator.set_axis(axis)
+        formatter.set_axis(axis)
+        locs = locator()
+        labels = formatter.format_ticks(locs)
+        lo, hi = view[f"{which}lim"]
+        slack = (hi - lo) * 1e-10          # as the axis keeps a tick on the limit
+        view[which] = [(float(at), label) for at, label in zip(locs, labels, strict=True)
+                       if lo - slack <= at <= hi + slack]
+    return view
+
+
 class TrainingExplorer(Explorer):
     """Checkpoint slider, task and head: the attention map sharpening as training goes on.
 
@@ -176,6 +313,19 @@ class TrainingExplorer(Explorer):
         if task not in runs:
             task = next(t for t in tasks if t in runs)
         self.lang, self.runs = lang, runs
+        # One layout for every task: as many label places as the largest map needs, as much room
+        # as the widest label takes (the columns turned when any task's are), the tallest name.
+        labels = [probe_labels(run, lang) for run in runs.values()]
+        rows = [label for r, _ in labels for label in r]
+        cols = [label for _, c in labels for label in c]
+        self._layout = {
+            "rows": max(len(r) for r, _ in labels), "cols": max(len(c) for _, c in labels),
+            "row_room": _widest(rows, rcParams["ytick.labelsize"]),
+            "col_room": _widest(cols, rcParams["xtick.labelsize"]),
+            "col_rotation": max(_key_rotation(c) for _, c in labels),
+            "name": max((self.TASK_NAMES[t][lang] for t in runs),
+                        key=lambda s: _text_size(s, _points(TITLE_SIZE))[1:]),
+        }
         text = TEXT[lang]
         options = [(self.TASK_NAMES[t][lang], t) for t in tasks if t in runs]
         controls = {
@@ -225,37 +375,64 @@ class TrainingExplorer(Explorer):
 
     figsize = (11.0, 4.2)
 
-    def layout_key(self, data: dict):
-        # Another task (or another head's map of another shape) has other labels and limits.
-        return data["task"], data["map"].shape
-
     def build(self, fig, data: dict) -> dict:
-        text = TEXT[self.lang]
-        L, S = data["map"].shape
+        # The same layout for every task (no layout_key): the map's cells fill the same axes
+        # whatever their number, the loss panel takes each task's limits in update(), and the
+        # ticks of both are artists that update() sets.
+        text, layout = TEXT[self.lang], self._layout
         ax_map, ax_loss = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1]})
-        plots.heatmap(data["map"], data["rows"], data["cols"], ax=ax_map, vmin=0, vmax=1,
-                      annotate=False, xlabel=text["key"], ylabel=text["query"], title=" ")
+        plots.heatmap(data["map"], ax=ax_map, vmin=0, vmax=1, annotate=False,
+                      xlabel=text["key"], ylabel=text["query"], title=" ")
+        image = ax_map.images[0]
+        image.set_extent((0.0, 1.0, 1.0, 0.0))
+        ax_map.set_xlim(0.0, 1.0)
+        ax_map.set_ylim(1.0, 0.0)
+        _keep_room(ax_map, "x", layout["col_room"], 0.5, layout["col_rotation"])
+        _keep_room(ax_map, "y", layout["row_room"], 0.5)
         loss = data["loss"]
-        ax_loss.plot(np.arange(len(loss)), loss, color="tab:blue", lw=1)
+        (curve,) = ax_loss.plot(np.arange(len(loss)), loss, color="tab:blue", lw=1)
         (marker,) = ax_loss.plot([data["step"]], [data["loss_at"]], "o", ms=10, mfc="none",
                                  mec="black", mew=1.8)
         line = ax_loss.axvline(data["step"], color="black", lw=0.6, ls=":")
         ax_loss.set_xlabel(text["step"])
         ax_loss.set_ylabel(text["loss"])
-        ax_loss.set_ylim(0, max(float(np.max(loss)) * 1.05, 0.1))
         ax_loss.set_title(" ")
-        fig.suptitle(self.TASK_NAMES[data["task"]][self.lang], fontsize=11)
+        # 0 lies in every task's limits: the tick that keeps the room is always drawn
+        views = [_loss_view(ax_loss, run.loss) for run in self.runs.values()]
+        for which in ("x", "y"):
+            _keep_room(ax_loss, which, _widest([label for v in views for _, label in v[which]],
+                                               rcParams[f"{which}tick.labelsize"]), 0.0)
+        name = fig.suptitle(layout["name"], fontsize=TITLE_SIZE)
         fig.tight_layout()
-        return {"image": ax_map.images[0], "map_title": ax_map.title, "marker": marker,
-                "line": line, "curve_title": ax_loss.title}
+        # the ticks again, on the loss panel's final length
+        views = {task: _loss_view(ax_loss, run.loss) for task, run in self.runs.items()}
+        return {"image": image, "map_title": ax_map.title, "curve": curve, "marker": marker,
+                "line": line, "curve_title": ax_loss.title, "name": name, "views": views,
+                "loss_axes": ax_loss,
+                "keys": _Ticks(ax_map, "x", layout["cols"]),
+                "queries": _Ticks(ax_map, "y", layout["rows"]),
+                "steps": _Ticks(ax_loss, "x", max(len(v["x"]) for v in views.values())),
+                "losses": _Ticks(ax_loss, "y", max(len(v["y"]) for v in views.values()))}
 
     def update(self, art: dict, data: dict) -> list:
         text = TEXT[self.lang]
+        L, S = data["map"].shape
         art["image"].set_data(data["map"])
+        keys = art["keys"].set(_centres(S), data["cols"], _key_rotation(data["cols"]))
+        queries = art["queries"].set(_centres(L), data["rows"])
         where = text["layer_head"].format(layer=data["layer"], head=data["head"])
         art["map_title"].set_text(text["map_title"].format(where=where, step=data["step"]))
+        view, loss = art["views"][data["task"]], data["loss"]
+        art["loss_axes"].set_xlim(*view["xlim"])
+        art["loss_axes"].set_ylim(*view["ylim"])
+        art["curve"].set_data(np.arange(len(loss)), loss)
         art["marker"].set_data([data["step"]], [data["loss_at"]])
         art["line"].set_xdata([data["step"], data["step"]])
+        steps = art["steps"].set(*zip(*view["x"], strict=True))
+        losses = art["losses"].set(*zip(*view["y"], strict=True))
         art["curve_title"].set_text(text["curve_title"].format(
             step=data["step"], steps=data["steps"], loss=data["loss_at"], acc=data["accuracy"]))
-        return [art["image"], art["map_title"], art["marker"], art["line"], art["curve_title"]]
+        art["name"].set_text(self.TASK_NAMES[data["task"]][self.lang])
+        # in the order a full draw gives artists of one zorder: the order they were made in
+        return [art["image"], *keys, *queries, art["map_title"], art["curve"], art["marker"],
+                art["line"], *steps, *losses, art["curve_title"], art["name"]]

@@ -4,6 +4,10 @@ The explorer of notebook 07 (:class:`.nb07.TrainingExplorer`) with notebook 08's
 two-layer model on the repeat task, the one-layer control with two heads, and the one- and
 two-head models of the two-token task. The slider moves in steps of 1 % of training, fine enough
 to stop on either side of the two-layer model's phase change.
+
+The repeat task's maps are 20 × 20, the two-token task's 10 × 10: their cells fill the same axes,
+and the loss panel takes each run's limits, so choosing another task draws one more frame of the
+same figure (how: :mod:`.nb07`).
 """
 
 from __future__ import annotations
