@@ -109,6 +109,16 @@ def test_k_composition_refuses_the_models_own_table():
     assert "k_composition_table" in msg
 
 
+def test_induction_refuses_the_head_detectors_pattern():
+    from attention_course import circuits
+
+    def via_detector(weights, tokens):
+        target = circuits.detection_pattern(tokens, "induction")
+        has = target.any(-1)
+        return float((weights * target).sum(-1)[has].mean())
+    assert "detection_pattern" in failure(checks.check_induction_score, via_detector)
+
+
 # --- exercise 3: the weight on one offset ----------------------------------------------------
 
 def test_offset_accepts_a_loop_and_a_list():

@@ -153,6 +153,15 @@ def test_induction_score_forbids_the_library():
     assert "not to use" in msg
 
 
+def test_induction_score_forbids_the_head_detector():
+    from attention_course import circuits
+
+    def via_detector(weights, period):
+        tokens = np.tile(np.arange(period), 2)
+        return 2 * circuits.head_detector_scores(weights[:, None], tokens, "induction")
+    assert "head_detector_scores" in failure(checks.check_induction_score, via_detector)
+
+
 def test_the_planted_induction_heads_are_found_by_the_library_score():
     maps, planted = checks._synthetic_maps(0, 6, 9, 12)
     assert checks._top(pretrained.induction_scores(maps, 12), checks.N_TOP) == planted
