@@ -190,12 +190,13 @@ def test_mean_ablation_writes_the_reference_mean_everywhere(B, T, H, d, data):
     rng = np.random.default_rng(B * 100 + T)
     refs = [rng.normal(size=(2, T + 1, H, d)), rng.normal(size=(1, T, H, d))]
     x = rng.normal(size=(B, T, H, d)).astype(np.float32)
+    before = x.copy()
     out = mean_ablate_head(head, refs)(x, HookPoint("blocks.0.attn.hook_z"))
     by_hand = np.concatenate([refs[0][:, :, head].reshape(-1, d), refs[1][:, :, head].reshape(-1, d)]).mean(0)
     assert np.allclose(out[:, :, head], by_hand, atol=1e-6)
     others = [h for h in range(H) if h != head]
     assert np.array_equal(out[:, :, others], x[:, :, others]) and out.dtype == x.dtype
-    assert np.array_equal(x, x)                                          # the input is not written to
+    assert np.array_equal(x, before)                                     # the input is not written to
 
 
 def test_resampling_from_one_sequence_is_patching_that_head(tiny, tokens):
