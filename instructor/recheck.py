@@ -46,6 +46,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,11 +194,17 @@ def kept_statement(node: ast.stmt) -> bool:
     return False
 
 
+# CPython 3.11's parser is not safe in two threads at once (it can raise "SystemError: AST
+# constructor recursion depth mismatch"), and re-checks may run in threads: one parse at a time.
+_PARSING = threading.Lock()
+
+
 def _parse(src: str) -> ast.Module | None:
     # IPython magics and shell lines (%time, !pip) are not Python: leave those lines out
     lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
     try:
-        return ast.parse("\n".join(lines))
+        with _PARSING:
+            return ast.parse("\n".join(lines))
     except SyntaxError:
         return None
 
