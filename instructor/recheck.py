@@ -46,7 +46,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,16 +193,13 @@ def kept_statement(node: ast.stmt) -> bool:
     return False
 
 
-# CPython 3.11's parser is not safe in two threads at once (it can raise "SystemError: AST
-# constructor recursion depth mismatch"), and re-checks may run in threads: one parse at a time.
-_PARSING = threading.Lock()
-
-
 def _parse(src: str) -> ast.Module | None:
+    from attention_course.checks.loops import PARSING
+
     # IPython magics and shell lines (%time, !pip) are not Python: leave those lines out
     lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines()]
     try:
-        with _PARSING:
+        with PARSING:            # one parse at a time in this process (see its comment)
             return ast.parse("\n".join(lines))
     except SyntaxError:
         return None

@@ -10,10 +10,16 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import threading
 import types
 
 from .language import fail, get_language, say
 from .watcher import AnswerElsewhere, is_learner_code, unwrap_chain
+
+#: Held around every ``ast.parse`` of the checks and of the re-check: CPython 3.11's parser is not
+#: safe in two threads at once (it can raise "SystemError: AST constructor recursion depth
+#: mismatch"), and re-checks may run in threads.
+PARSING = threading.Lock()
 
 __all__ = ["assert_no_loops", "functions_in_source"]
 
@@ -66,7 +72,8 @@ def _parse_piece(source: str) -> ast.AST | None:
     for text in candidates:
         for attempt in (text, f"({text}\n)"):
             try:
-                return ast.parse(attempt)
+                with PARSING:
+                    return ast.parse(attempt)
             except SyntaxError:
                 continue
     # a lambda in the middle of a line: start at the word lambda
@@ -144,7 +151,8 @@ def functions_in_source(source: str, name: str, depth: int = 3) -> list[tuple[st
     [('f', 'Lambda'), ('twice', 'FunctionDef')]
     """
     try:
-        module = ast.parse(source)
+        with PARSING:
+            module = ast.parse(source)
     except SyntaxError:
         return [(name, None)]
     defined: dict = {}
