@@ -141,3 +141,36 @@ def test_real_model_scores_agree_with_the_course_measures(real):
     assert np.allclose(dla.sum(axis=(0, 1))[0] + rest, right, atol=2e-2, rtol=1e-3)
     copy = circuits.copying_scores(real)
     assert copy.shape == (30, 9) and (np.abs(copy) <= 1 + 1e-9).all()
+
+
+def test_the_detector_refuses_a_cache_with_some_layers_only():
+    m = AttentionOnlyModel(vocab=9, d_model=12, n_layers=3, n_heads=2, seed=2)
+    tok = np.random.default_rng(1).integers(0, 9, size=(2, 8))
+    _, some = m.run_with_cache(tok, names_filter=["blocks.0.attn.hook_pattern", "blocks.2.attn.hook_pattern"])
+    with pytest.raises(ValueError, match=r"every layer's hook_pattern.*\[0, 2\]"):
+        circuits.head_detector_scores(some, tok, "induction")
+    _, first = m.run_with_cache(tok, names_filter="blocks.0.attn.hook_pattern")
+    with pytest.raises(ValueError, match="every layer's hook_pattern"):
+        circuits.head_detector_scores(first, tok, "induction")
+
+
+def test_real_copying_scores_and_centred_attribution_by_another_route(real):
+    scores = circuits.copying_scores(real)
+    c = real.config
+    for layer, head in ((18, 6), (29, 1)):
+        p, g = real.layers[layer], head // (c.H // c.G)
+        # the d x d core built from the (V, d) and (d, V) factors, not from the (E, E) product
+        W_V = (p["W_v"][g * c.d_k:(g + 1) * c.d_k] * p["attn_norm"]).T.astype(np.float64)    # (E, d)
+        W_O = p["W_o"][:, head * c.d_k:(head + 1) * c.d_k].T.astype(np.float64)               # (d, E)
+        A = real.embedding.astype(np.float64) @ W_V                                          # (V, d)
+        B = W_O @ (real.W_out.astype(np.float64) * real.final_norm).T                        # (d, V)
+        lam = np.linalg.eigvals(B @ A)
+        assert scores[layer, head] == pytest.approx((lam.sum() / np.abs(lam).sum()).real, abs=2e-3)
+    ids = pretrained.repeated_random_tokens(6, 3)
+    _, cache = real.run_with_cache(ids)
+    centred = circuits.direct_logit_attribution(real, cache, ids, centred=True)
+    raw = circuits.direct_logit_attribution(real, cache, ids)
+    z = cache["z", 18][0, :-1, 6]
+    full = (z @ real.layers[18]["W_o"][:, 6 * 64:7 * 64].T / cache["ln_final.hook_scale"][0, :-1]
+            * real.final_norm) @ real.W_out.T                                                 # (T-1, V)
+    assert np.allclose(centred[18, 6, 0], raw[18, 6, 0] - full.mean(-1), atol=1e-4)

@@ -48,3 +48,9 @@ def test_the_ablation_hooks_do_what_they_say(model):
     _, cache = model.run_with_cache(ids, fwd_hooks=controls.mean_ablation([(5, 2)], means),
                                     names_filter="blocks.5.attn.hook_z")
     assert np.allclose(cache["z", 5][0, :, 2], means[5, 2])
+
+
+def test_the_next_heads_are_the_next_by_score(model, data):
+    top, scores = controls.induction_heads(model)
+    assert controls.next_heads(top, scores) == data["next"]
+    assert min(scores[p] for p in data["next"]) > max(scores[p] for p in data["same_layer"])

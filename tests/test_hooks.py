@@ -260,3 +260,43 @@ def test_the_real_models_bad_tokens(real):
         real.run_with_cache(np.zeros((1, 2, 3), dtype=int))
     with pytest.raises(ValueError, match="ids must lie in"):
         real.run_with_hooks(np.array([[1, 2], [3, 10**6]]))
+
+
+# --- what a fresh review asked for ----------------------------------------------------------
+
+def test_a_zeroed_heads_scores_keep_the_causal_mask(tiny, tokens):
+    zeroed = [("blocks.0.attn.hook_attn_scores", zero_ablate_head(1))]
+    _, cache = tiny.run_with_cache(tokens, fwd_hooks=zeroed)
+    w = cache["pattern", 0][:, 1]                                        # (B, T, T): head 1, scores all 0
+    T = w.shape[-1]
+    assert np.allclose(w, np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None])
+
+
+def test_resampling_gives_each_sequence_one_reference_sequence(tiny, tokens):
+    refs = np.random.default_rng(4).normal(size=(5, 10, 2, 8)).astype(np.float32)
+    x = np.zeros((6, 10, 2, 8), np.float32)
+    out = resample_ablate_head(0, refs, seed=1)(x, HookPoint("blocks.0.attn.hook_z"))
+    for row in out[:, :, 0]:
+        assert any(np.array_equal(row, r) for r in refs[:, :, 0])
+    assert not out[:, :, 1].any()
+    with pytest.raises(TypeError, match="reference must be one array"):
+        resample_ablate_head(0, [refs, refs])
+
+
+def test_patching_one_head_at_some_positions():
+    src = np.arange(2 * 4 * 3 * 2, dtype=float).reshape(2, 4, 3, 2)     # (B, T, H, d)
+    at_z, at_pattern = HookPoint("blocks.0.attn.hook_z"), HookPoint("blocks.0.attn.hook_pattern")
+    out = patch_activation(src, positions=[1, 3], head=2)(np.zeros_like(src), at_z)
+    want = np.zeros_like(src)
+    want[:, [1, 3], 2] = src[:, [1, 3], 2]
+    assert np.array_equal(out, want)
+    pat = np.random.default_rng(0).random((1, 3, 4, 4))                 # (B, H, query, key)
+    out = patch_activation(pat, positions=[2], head=1)(np.zeros_like(pat), at_pattern)
+    assert np.array_equal(out[0, 1, 2], pat[0, 1, 2]) and out.sum() == pat[0, 1, 2].sum()
+
+
+def test_negative_layers_count_from_the_end_and_tokens_shapes(tiny, tokens):
+    _, cache = tiny.run_with_cache(tokens[0])                            # (T,) is a batch of one
+    assert np.array_equal(cache["pattern", -1], cache["pattern", 1]) and cache["pattern", -1].shape[0] == 1
+    with pytest.raises(ValueError, match=r"shape \(B, n\)"):
+        tiny.forward(tokens[0])                                          # the training forward wants (B, n)

@@ -84,8 +84,10 @@ def _patterns(patterns_or_cache, n_layers=None) -> np.ndarray:
         if not cache.has_batch_dim:
             raise ValueError("give a cache with its batch axis (remove_batch_dim=False)")
         layers = sorted(int(k.split(".")[1]) for k in cache if k.endswith("attn.hook_pattern"))
-        if not layers:
-            raise ValueError("the cache holds no hook_pattern; run_with_cache must keep them")
+        if not layers or layers != list(range(len(layers))) or (
+                cache.n_layers is not None and len(layers) != cache.n_layers):
+            raise ValueError(f"the cache must hold every layer's hook_pattern (row l of the scores is "
+                             f"layer l); it holds layers {layers}: keep them all in run_with_cache")
         return np.stack([cache["pattern", layer] for layer in layers])
     w = np.asarray(patterns_or_cache)
     if w.ndim == 4:

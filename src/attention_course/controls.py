@@ -101,11 +101,18 @@ def random_draws(top, n_layers: int, H: int, n: int = N_DRAWS, seed: int = DRAW_
 
 
 def same_layer_heads(top, scores) -> list:
-    """The len(top) strongest induction heads of top's layers that are not in ``top``: the
-    strictest control from the same layers."""
+    """The len(top) heads of top's layers outside ``top`` with the highest induction scores: heads
+    of the same depth (their scores are low: the layers' other heads do not do induction)."""
     layers = sorted({layer for layer, _ in top})
     pool = [(layer, h) for layer in layers for h in range(scores.shape[1]) if (layer, h) not in top]
     return sorted(pool, key=lambda p: -scores[p])[:len(top)]
+
+
+def next_heads(top, scores) -> list:
+    """The len(top) heads with the next-highest induction scores after ``top``, in any layer."""
+    H = scores.shape[1]
+    order = [(int(j // H), int(j % H)) for j in np.argsort(scores.ravel(), kind="stable")[::-1]]
+    return [p for p in order if p not in top][:len(top)]
 
 
 def run(model=None) -> dict:
@@ -116,15 +123,18 @@ def run(model=None) -> dict:
     means = head_means(model)
     held = trials(HELD_OUT_SEEDS)
     same = same_layer_heads(top, scores)
+    after = next_heads(top, scores)
     draws = random_draws(top, c.n_layers, c.H)
     result = {"period": PERIOD, "choice_seeds": list(CHOICE_SEEDS), "held_out_seeds": list(HELD_OUT_SEEDS),
-              "top": top, "same_layer": same, "draws": draws,
+              "top": top, "scores": scores.round(4).tolist(), "same_layer": same, "next": after,
+              "draws": draws,
               "intact": second_copy_losses(model, held).tolist(),
               "first_copy": [float(pretrained.token_losses(lg, s)[:PERIOD - 1].mean())
                              for lg, s in zip(model.run_with_hooks(held), held, strict=True)]}
     for name, fn in (("zero", zero_ablation), ("mean", lambda h: mean_ablation(h, means))):
         result[f"{name}_top"] = second_copy_losses(model, held, fn(top)).tolist()
         result[f"{name}_same_layer"] = second_copy_losses(model, held, fn(same)).tolist()
+        result[f"{name}_next"] = second_copy_losses(model, held, fn(after)).tolist()
         result[f"{name}_draws"] = [second_copy_losses(model, held, fn(d)).tolist() for d in draws]
     return result
 
@@ -133,7 +143,7 @@ def stored() -> dict:
     """The controls :func:`run` measured, as stored in the package (``data/controls.json``)."""
     text = resources.files("attention_course").joinpath("data/controls.json").read_text(encoding="utf-8")
     data = json.loads(text)
-    for key in ("top", "same_layer"):
+    for key in ("top", "same_layer", "next"):
         data[key] = [tuple(p) for p in data[key]]
     data["draws"] = [[tuple(p) for p in d] for d in data["draws"]]
     return data

@@ -151,12 +151,19 @@ class ActivationCache(Mapping):
     spells out. The arrays are those the run made: change a copy, not them.
     """
 
-    def __init__(self, activations: dict, has_batch_dim: bool = True):
+    def __init__(self, activations: dict, has_batch_dim: bool = True, n_layers: int | None = None):
         self._acts = activations
         self.has_batch_dim = has_batch_dim
+        self.n_layers = n_layers
 
     def __getitem__(self, key) -> np.ndarray:
-        name = act_name(*key) if isinstance(key, tuple) else act_name(key)
+        if isinstance(key, tuple):
+            if (len(key) > 1 and isinstance(key[1], (int, np.integer)) and not isinstance(key[1], bool)
+                    and key[1] < 0 and self.n_layers is not None):
+                key = (key[0], self.n_layers + int(key[1]), *key[2:])          # -1: the last layer
+            name = act_name(*key)
+        else:
+            name = act_name(key)
         try:
             return self._acts[name]
         except KeyError:
@@ -180,7 +187,8 @@ class ActivationCache(Mapping):
         first = next(iter(self._acts.values()), None)
         if first is not None and first.shape[0] != 1:
             raise ValueError(f"remove_batch_dim needs a batch of 1; this cache has {first.shape[0]}")
-        return ActivationCache({k: v[0] for k, v in self._acts.items()}, has_batch_dim=False)
+        return ActivationCache({k: v[0] for k, v in self._acts.items()}, has_batch_dim=False,
+                               n_layers=self.n_layers)
 
 
 def _names_filter(names_filter) -> Callable[[str], bool]:
@@ -287,6 +295,9 @@ def _at(axis: int, index) -> tuple:
 def zero_ablate_head(head: int):
     """A hook function that sets one head's activation to 0 (at ``hook_z``: the head writes nothing).
 
+    At ``hook_attn_scores`` the masked entries stay -inf: the head spreads its weight evenly over
+    the keys it may see.
+
     >>> v = np.ones((1, 2, 3, 4))                              # (B, T, G, d) at a hook_v
     >>> zero_ablate_head(2)(v, HookPoint("blocks.0.attn.hook_v")).sum()
     np.float64(16.0)
@@ -294,7 +305,9 @@ def zero_ablate_head(head: int):
     def hook_fn(x, hook):
         axis, h = _head_axis(hook, x, head)
         out = x.copy()
-        out[_at(axis, h)] = 0
+        part = out[_at(axis, h)]
+        # at hook_attn_scores the masked entries stay -inf: a zeroed head still sees no later key
+        part[~np.isneginf(part)] = 0
         return out
     return hook_fn
 
@@ -359,6 +372,9 @@ def resample_ablate_head(head: int, reference, seed=0):
     seed : int or None
         Which reference sequence each sequence of the batch gets (drawn once per call).
     """
+    if not isinstance(reference, np.ndarray):
+        raise TypeError(f"reference must be one array (R, T, heads, d) of R sequences of one length; "
+                        f"got {type(reference).__name__}")
     (ref,) = _references(reference, "reference")
     rng = np.random.default_rng(seed)
 

@@ -407,7 +407,7 @@ class PretrainedModel:
         """
         hooks = Hooks(fwd_hooks, names_filter, cache=True, known=self.hook_names())
         logits = self._run(self._check_tokens(tokens), hooks, positions=positions)
-        cache = ActivationCache(hooks.cache)
+        cache = ActivationCache(hooks.cache, n_layers=self.config.n_layers)
         return logits, cache.remove_batch_dim() if remove_batch_dim else cache
 
     def run_with_hooks(self, tokens, fwd_hooks=(), positions=None) -> np.ndarray:

@@ -61,6 +61,12 @@ POSITIONAL = ("none", "learned", "sinusoidal")
 _NO_HOOKS = Hooks()
 
 
+def _batch_of(tokens):
+    """tokens (n,) as a batch of one (1, n), as TransformerLens's methods read them."""
+    tokens = np.asarray(tokens)
+    return tokens[None] if tokens.ndim == 1 else tokens
+
+
 _blas = []
 
 
@@ -347,20 +353,18 @@ class AttentionOnlyModel(_Model):
         ``tokens`` (n,) is read as a batch of one.
         """
         hooks = Hooks(fwd_hooks, names_filter, cache=True, known=self.hook_names())
-        logits, _, _ = self._forward(tokens, hooks)
-        cache = ActivationCache(hooks.cache)
+        logits, _, _ = self._forward(_batch_of(tokens), hooks)
+        cache = ActivationCache(hooks.cache, n_layers=self.n_layers)
         return logits, cache.remove_batch_dim() if remove_batch_dim else cache
 
     def run_with_hooks(self, tokens, fwd_hooks=()) -> np.ndarray:
         """Logits (B, n, n_classes) with ``fn(activation, hook)`` run at each ``(name, fn)`` of
         ``fwd_hooks`` (:mod:`attention_course.hooks`)."""
-        logits, _, _ = self._forward(tokens, Hooks(fwd_hooks, known=self.hook_names()))
+        logits, _, _ = self._forward(_batch_of(tokens), Hooks(fwd_hooks, known=self.hook_names()))
         return logits
 
     def _forward(self, tokens, hooks):
         tokens = np.asarray(tokens)
-        if tokens.ndim == 1 and hooks is not _NO_HOOKS:
-            tokens = tokens[None]
         if tokens.ndim != 2 or tokens.shape[1] > self.max_len or tokens.dtype.kind not in "iu":
             raise ValueError(f"tokens must be ints of shape (B, n) with n <= max_len={self.max_len}; "
                              f"got shape {tokens.shape}, dtype {tokens.dtype}")

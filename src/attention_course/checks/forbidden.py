@@ -159,7 +159,7 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "hooks.mean_ablate_head", "hooks.resample_ablate_head", "hooks.patch_activation",
     "controls.trials", "controls.induction_heads", "controls.head_means", "controls.zero_ablation",
     "controls.mean_ablation", "controls.second_copy_losses", "controls.random_draws",
-    "controls.same_layer_heads", "controls.run", "controls.stored", "controls.main",
+    "controls.same_layer_heads", "controls.next_heads", "controls.run", "controls.stored", "controls.main",
 )
 
 
