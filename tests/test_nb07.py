@@ -1,18 +1,17 @@
 """Notebook 07: its exercise checks decide, and its widget follows its controls."""
 
-from functools import partial
 
 import numpy as np
 import pytest
+import widget_tools
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
 from attention_course import backprop as bp
-from attention_course import scaled_dot_product_attention, softmax, tasks
+from attention_course import scaled_dot_product_attention, softmax
 from attention_course.checks import nb07 as checks
 from attention_course.gradcheck import numerical_gradient
 from attention_course.optim import Adam
-from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, train
 from attention_course.widgets import nb07 as widgets
 from notebook_tools import failure, load_solutions
 
@@ -255,12 +254,7 @@ def test_planted_suspects_are_what_they_claim():
 
 @pytest.fixture(scope="module")
 def runs():
-    lib = train(LibraryModel(seed=0), partial(tasks.library_batch, batch_size=32), 20, lr=1e-2,
-                eval_batch=tasks.library_batch(1, 64))
-    prev = train(AttentionOnlyModel(10, d_model=16, max_len=8, seed=0),
-                 partial(tasks.previous_token_batch, batch_size=8, length=8, vocab=10), 10,
-                 eval_batch=tasks.previous_token_batch(1, 16, length=8, vocab=10))
-    return {"library": lib, "previous": prev}
+    return widget_tools.small_runs07()
 
 
 def test_slider_moves_through_the_checkpoints(runs):

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
-import pkgutil
 
 import ipywidgets as w
 import pytest
+import widget_tools
 
-import attention_course.widgets as widgets_pkg
 from attention_course.widgets import Explorer
 from notebook_tools import ROOT
 
@@ -100,12 +98,8 @@ def test_the_steps_of_each_kind_of_control(kernel):
 
 
 def course_explorers():
-    for info in sorted(pkgutil.iter_modules(widgets_pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("nb"):
-            module = importlib.import_module(f"attention_course.widgets.{info.name}")
-            for name, cls in inspect.getmembers(module, inspect.isclass):
-                if issubclass(cls, Explorer) and cls.__module__ == module.__name__:
-                    yield pytest.param(f"{info.name} {name}", cls, id=f"{info.name}.{name}")
+    for module, name, cls in widget_tools.course_explorers():
+        yield pytest.param(f"{module} {name}", cls, id=f"{module}.{name}")
 
 
 @pytest.mark.parametrize("label, cls", list(course_explorers()))

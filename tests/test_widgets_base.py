@@ -1,7 +1,5 @@
-import importlib
 import inspect
 import io
-import pkgutil
 import threading
 
 import ipywidgets as w
@@ -9,9 +7,10 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import widget_tools
 from PIL import Image
+from widget_tools import frame_differs, same_picture, shown
 
-import attention_course.widgets as widgets_pkg
 from attention_course.widgets import Explorer
 from attention_course.widgets.renderer import encode_png
 
@@ -56,13 +55,6 @@ class Legacy(Explorer):
 
 def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-
-
-def shown(explorer):
-    """As after display(): drawn into its image, without a front end."""
-    explorer._shown = True
-    explorer.refresh(force=True)
-    return explorer
 
 
 def fresh_frame(cls, values):
@@ -176,12 +168,8 @@ def test_encode_png_round_trips():
 
 
 def course_explorers():
-    for info in sorted(pkgutil.iter_modules(widgets_pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("nb"):
-            module = importlib.import_module(f"attention_course.widgets.{info.name}")
-            for _, cls in inspect.getmembers(module, inspect.isclass):
-                if issubclass(cls, Explorer) and cls.__module__ == module.__name__:
-                    yield cls
+    for _, _, cls in widget_tools.course_explorers():
+        yield cls
 
 
 def test_every_widget_refuses_an_unknown_language():
@@ -246,13 +234,4 @@ def test_every_explorers_frames_are_its_static_figure(cls, explorer_kwargs):
         values = [control.max, control.min]
     for v in values:
         control.value = v
-    live = pixels(e.image.value).astype(int)
-    fig = e.figure()
-    fig.set_dpi(e.dpi)
-    fig.canvas.draw()
-    full = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
-    plt.close(fig)
-    diff = np.abs(live - full).max(-1)
-    assert live.shape == full.shape
-    same = (diff > 8).mean() < 0.01 and (diff > 40).sum() < 20
-    assert same, (name, e.values(), matplotlib.__version__)
+    assert same_picture(frame_differs(e)), (name, e.values(), matplotlib.__version__)

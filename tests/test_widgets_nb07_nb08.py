@@ -8,17 +8,16 @@ speed-up must not change (the numbers, labels, limits and colour scale shown) an
 
 from __future__ import annotations
 
-import io
 from functools import partial
 
 import numpy as np
 import pytest
-from matplotlib import pyplot as plt
+import widget_tools
 from matplotlib.figure import Figure
-from PIL import Image
+from widget_tools import frame_differs, same_picture, shown
 
 from attention_course import tasks
-from attention_course.tiny_model import AttentionOnlyModel, LibraryModel, train
+from attention_course.tiny_model import train
 from attention_course.widgets import nb07, nb08
 
 KEYS = {"index", "step", "steps", "map", "layer", "head", "n_maps", "loss_at", "accuracy", "loss",
@@ -27,12 +26,7 @@ KEYS = {"index", "step", "steps", "map", "layer", "head", "n_maps", "loss_at", "
 
 @pytest.fixture(scope="module")
 def runs07():
-    lib = train(LibraryModel(seed=0), partial(tasks.library_batch, batch_size=32), 20, lr=1e-2,
-                eval_batch=tasks.library_batch(1, 64))
-    prev = train(AttentionOnlyModel(10, d_model=16, max_len=8, seed=0),
-                 partial(tasks.previous_token_batch, batch_size=8, length=8, vocab=10), 10,
-                 eval_batch=tasks.previous_token_batch(1, 16, length=8, vocab=10))
-    return {"library": lib, "previous": prev}
+    return widget_tools.small_runs07()
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +48,6 @@ def case(request, runs07, runs08):
     if request.param == "nb07":
         return nb07.TrainingExplorer, runs07, "previous"
     return nb08.InductionExplorer, runs08, "repeat"
-
-
-def shown(explorer):
-    """As after display(): drawn into its image, without a front end."""
-    explorer._shown = True
-    explorer.refresh(force=True)
-    return explorer
-
-
-def pixels(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
 def tasks_of(explorer) -> list[str]:
@@ -176,12 +159,4 @@ def test_each_tasks_frame_is_its_static_figure(case, lang):
     names = tasks_of(e)
     for task in [*names[1:], *reversed(names)]:
         e.controls["task"].value = task
-        live = pixels(e.image.value)
-        fig = e.figure()
-        fig.set_dpi(e.dpi)
-        fig.canvas.draw()
-        full = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
-        plt.close(fig)
-        diff = np.abs(live - full).max(-1)
-        assert live.shape == full.shape
-        assert (diff > 8).mean() < 0.01 and (diff > 40).sum() < 20, task
+        assert same_picture(frame_differs(e)), task

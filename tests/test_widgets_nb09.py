@@ -7,12 +7,9 @@ speed-up must not change (the numbers and labels shown) and how it is had (no ne
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
-from matplotlib import pyplot as plt
-from PIL import Image
+from widget_tools import frame_differs, same_picture, shown
 
 from attention_course import pretrained
 from attention_course.widgets import nb09
@@ -24,17 +21,6 @@ def preset_ids(model, name: str) -> list[int]:
     if name == "repeat":
         return pretrained.repeated_random_tokens(12, seed=0).tolist()
     return model.encode(nb09.SENTENCES[name])
-
-
-def shown(explorer):
-    """As after display(): drawn into its image, without a front end."""
-    explorer._shown = True
-    explorer.refresh(force=True)
-    return explorer
-
-
-def pixels(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +68,7 @@ def test_each_prepared_sentences_frame_is_its_static_figure(course_model, lang):
     e = shown(nb09.RealModelExplorer(course_model, lang=lang, sentence="repeat", layer=11, head=1))
     for name in PRESETS:
         e.controls["sentence"].value = name
-        live = pixels(e.image.value)
-        fig = e.figure()
-        fig.set_dpi(e.dpi)
-        fig.canvas.draw()
-        full = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
-        plt.close(fig)
-        diff = np.abs(live - full).max(-1)
-        assert live.shape == full.shape
-        assert (diff > 8).mean() < 0.01 and (diff > 40).sum() < 20, name
+        assert same_picture(frame_differs(e)), name
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
