@@ -3,10 +3,10 @@
 
 import numpy as np
 import pytest
-import widget_tools
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
 
+import widget_tools
 from attention_course import backprop as bp
 from attention_course import scaled_dot_product_attention, softmax
 from attention_course.checks import nb07 as checks

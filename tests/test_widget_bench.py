@@ -9,8 +9,8 @@ import importlib.util
 
 import ipywidgets as w
 import pytest
-import widget_tools
 
+import widget_tools
 from attention_course.widgets import Explorer
 from notebook_tools import ROOT
 

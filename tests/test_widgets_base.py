@@ -7,12 +7,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import widget_tools
 from PIL import Image
-from widget_tools import frame_differs, same_picture, shown
 
+import widget_tools
 from attention_course.widgets import Explorer
 from attention_course.widgets.renderer import encode_png
+from widget_tools import frame_differs, same_picture, shown
 
 
 class Doubler(Explorer):

@@ -12,13 +12,13 @@ from functools import partial
 
 import numpy as np
 import pytest
-import widget_tools
 from matplotlib.figure import Figure
-from widget_tools import frame_differs, same_picture, shown
 
+import widget_tools
 from attention_course import tasks
 from attention_course.tiny_model import train
 from attention_course.widgets import nb07, nb08
+from widget_tools import frame_differs, same_picture, shown
 
 KEYS = {"index", "step", "steps", "map", "layer", "head", "n_maps", "loss_at", "accuracy", "loss",
         "task", "rows", "cols"}

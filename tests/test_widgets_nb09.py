@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from widget_tools import frame_differs, same_picture, shown
 
 from attention_course import pretrained
 from attention_course.widgets import nb09
+from widget_tools import frame_differs, same_picture, shown
 
 PRESETS = [*nb09.SENTENCES, "repeat"]
 
