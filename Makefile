@@ -31,7 +31,7 @@ WARN_ENCODING := PYTHONWARNDEFAULTENCODING=1
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test test-fast test-pythons test-notebooks test-kernels test-browser screenshots \
+.PHONY: help setup lab workbook test test-fast test-pythons test-notebooks test-kernels test-browser screenshots \
 	notebooks student grade bench-grading figures bench bench-store reference lock clean
 
 ## make help: this list.
@@ -62,11 +62,18 @@ $(DEV_STAMP): pyproject.toml $(LEARNER_STAMP)
 ##   opens JupyterLab.
 setup: $(LEARNER_STAMP)
 
-## make lab: create .venv, install the course (with the model of notebook 09, 93 MB, once) and open
-##   it in JupyterLab. The token stays on: open the printed link. Jupyter refuses to start as root
-##   (Docker, many cloud machines) unless told; only then is it told.
+## make lab: create .venv, install the course (with the model of notebook 09, 93 MB, once), make or
+##   update your workbook (workbook/: the exercises to do, hints and solutions on request; your
+##   work is never overwritten) and open it in JupyterLab. The token stays on: open the printed
+##   link. Jupyter refuses to start as root (Docker, many cloud machines) unless told; only then is
+##   it told.
 lab: $(LEARNER_STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) -m attention_course.workbook
+	$(BIN)/jupyter lab --ServerApp.root_dir=workbook $(if $(filter 0,$(shell id -u)),--allow-root)
+
+## make workbook: make or update the workbook only (workbook/), as make lab does before it opens it.
+workbook: $(LEARNER_STAMP)
+	$(PY) -m attention_course.workbook
 
 ## make test: every test - lint, the unit tier, the slow and integration tiers (student build,
 ##   grading, hand-out, a fresh venv), and nbval on every notebook.

@@ -174,3 +174,20 @@ def test_real_copying_scores_and_centred_attribution_by_another_route(real):
     full = (z @ real.layers[18]["W_o"][:, 6 * 64:7 * 64].T / cache["ln_final.hook_scale"][0, :-1]
             * real.final_norm) @ real.W_out.T                                                 # (T-1, V)
     assert np.allclose(centred[18, 6, 0], raw[18, 6, 0] - full.mean(-1), atol=1e-4)
+
+
+def test_notebook_08s_measures_equal_its_checks_references():
+    from attention_course.checks import nb08
+
+    rng = np.random.default_rng(3)
+    for B, n, vocab in ((3, 9, 4), (2, 12, 6), (4, 7, 3)):
+        w = rng.random((B, n, n)) ** 3
+        w = np.tril(w) / np.tril(w).sum(-1, keepdims=True)
+        tok = rng.integers(0, vocab, size=(B, n))
+        assert circuits.induction_attention(w, tok) == pytest.approx(nb08._reference_induction(w, tok))
+        for offset in (0, 1, n - 1):
+            assert np.allclose(circuits.offset_weights(w, offset), nb08._reference_offset(w, offset))
+    with pytest.raises(ValueError, match="offset must be in 0..3"):
+        circuits.offset_weights(np.ones((1, 4, 4)), 4)
+    with pytest.raises(ValueError, match="no query's token came before"):
+        circuits.induction_attention(np.ones((1, 3, 3)) / 3, [[1, 2, 3]])

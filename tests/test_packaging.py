@@ -208,7 +208,11 @@ def test_every_readme_gives_the_route_without_make(page):
     assert ".venv/bin/python -m pip install -r requirements.txt" in posix
     # -m jupyterlab, not -m jupyter lab: jupyter looks its subcommand up on PATH before the venv's
     # own scripts, and would start another installation's JupyterLab where there is one.
-    assert posix[-1].startswith(".venv/bin/python -m jupyterlab --ServerApp.root_dir=notebooks")
+    if page.startswith("handout/"):          # the hand-out's own notebooks are the exercises
+        assert posix[-1].startswith(".venv/bin/python -m jupyterlab --ServerApp.root_dir=notebooks")
+    else:                                    # the learner's workbook is made or updated, then opened
+        assert posix[-2] == ".venv/bin/python -m attention_course.workbook", page
+        assert posix[-1].startswith(".venv/bin/python -m jupyterlab --ServerApp.root_dir=workbook")
     assert [as_posix(line) for line in blocks["bat"]] == posix, f"{page}: the same steps on Windows"
     assert "Scripts\\activate" not in text and "bin/activate" not in text, page
     for switched_off in ("token=''", 'token=""', "--IdentityProvider.token", "password=",

@@ -36,6 +36,8 @@ missing). What a learner reads, one module per idea in the order of the notebook
 - :mod:`.plots` - heatmaps and bars, Chinese labels in the bundled Noto Sans SC font
 - :mod:`.widgets` - one live widget module per notebook (``nbNN``: its controls and a pure
   ``compute()``)
+- :mod:`.workbook` - the learner's workbook: the notebooks with each exercise as a stub, hints
+  and the solution on request, kept in step with ``notebooks/`` without losing the learner's work
 - :mod:`.checks` - one exercise-check module per notebook (``nbNN``), and
   ``checks.forbidden``: the library functions an exercise may forbid, by category
 

@@ -9,6 +9,9 @@ Each works on the tiny models of 07-08 and on the real model of 09 alike, throug
   matching). TransformerLens's ``head_detector`` with ``error_measure="mul"``: per sequence, the
   attention that lands where the pattern is 1, over all the attention (every query row sums to 1,
   so T in all), then the mean over the sequences;
+- :func:`induction_attention` and :func:`offset_weights`: notebook 08's own measures of one head
+  (its exercises 1 and 3 ask for them; a workbook cell uses these while an exercise is not answered
+  yet);
 - :func:`copying_scores`: whether a head's OV circuit copies, read from the eigenvalues of
   W_E · W_V · W_O · W_U (Elhage et al. 2021): the sum of the eigenvalues over the sum of their
   absolute values, +1 for a head that raises the logit of the token it attends to, -1 for one
@@ -38,7 +41,7 @@ import numpy as np
 from .hooks import ActivationCache
 
 __all__ = ["HEAD_KINDS", "copying_scores", "detection_pattern", "direct_logit_attribution",
-           "head_detector_scores"]
+           "head_detector_scores", "induction_attention", "offset_weights"]
 
 #: The patterns :func:`detection_pattern` knows, in TransformerLens's words.
 HEAD_KINDS = ("previous_token", "duplicate_token", "induction")
@@ -137,6 +140,49 @@ def head_detector_scores(patterns, tokens, kind: str, *, exclude_bos: bool = Fal
     total = w.sum(axis=(-1, -2))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, hit / total, 0.0).mean(axis=1)
+
+
+def induction_attention(weights, tokens) -> float:
+    """One head's weight on the keys of :func:`detection_pattern` ``"induction"``, averaged over the
+    queries that have such a key (notebook 08's induction score).
+
+    Parameters
+    ----------
+    weights : ndarray, shape (B, n, n)
+        One head's attention weights [sequence, query, key].
+    tokens : ints, shape (B, n)
+
+    >>> w = np.zeros((1, 4, 4)); w[0, np.arange(4), [0, 0, 0, 1]] = 1.0      # query 3 looks at key 1
+    >>> induction_attention(w, [[7, 8, 9, 7]])                              # key 1 follows the 7
+    1.0
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    target = detection_pattern(tokens, "induction")
+    if w.shape != target.shape:
+        raise ValueError(f"weights must be (B, n, n) for tokens (B, n); got {w.shape} and tokens "
+                         f"{target.shape[:2]}")
+    counted = target.any(axis=-1)                                        # (B, n)
+    if not counted.any():
+        raise ValueError("no query's token came before in tokens: the score would be empty")
+    return float((w * target).sum(axis=-1)[counted].mean())
+
+
+def offset_weights(weights, offset: int) -> np.ndarray:
+    """One head's weight on the key ``offset`` positions back, per query t = offset .. n-1, averaged
+    over the sequences: shape (n - offset,) (notebook 08's weight on one offset).
+
+    >>> w = np.broadcast_to(np.eye(3), (2, 3, 3))                           # every query on itself
+    >>> offset_weights(w, 0), offset_weights(w, 1)
+    (array([1., 1., 1.]), array([0., 0.]))
+    """
+    w = np.asarray(weights)
+    if w.ndim != 3 or w.shape[1] != w.shape[2]:
+        raise ValueError(f"weights must be one head's (B, n, n); got shape {w.shape}")
+    offset = int(offset)
+    if not 0 <= offset < w.shape[-1]:
+        raise ValueError(f"offset must be in 0..{w.shape[-1] - 1}; got {offset}")
+    t = np.arange(offset, w.shape[-1])
+    return w[:, t, t - offset].mean(axis=0)
 
 
 def _circuit_parts(model) -> dict:

@@ -22,11 +22,21 @@ by ``make grade``).
 
 from .cases import Case, check_function, check_value
 from .comparison import compare, describe, tolerance_for
-from .language import CheckFailed, fail, get_language, label, set_language
+from .language import (
+    CheckFailed,
+    answered,
+    fail,
+    get_language,
+    in_workbook,
+    label,
+    set_language,
+    set_workbook,
+)
 from .loops import assert_no_loops
 from .watcher import run_learner, watch_calls
 
 __all__ = [
-    "Case", "CheckFailed", "assert_no_loops", "check_function", "check_value", "compare", "describe",
-    "fail", "get_language", "label", "run_learner", "set_language", "tolerance_for", "watch_calls",
+    "Case", "CheckFailed", "answered", "assert_no_loops", "check_function", "check_value", "compare",
+    "describe", "fail", "get_language", "in_workbook", "label", "run_learner", "set_language", "set_workbook",
+    "tolerance_for", "watch_calls",
 ]

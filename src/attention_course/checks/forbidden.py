@@ -114,7 +114,8 @@ CATEGORIES: dict[str, tuple] = {
     "optimiser": (Adam.step,),
     "head_scores": (induction_scores, previous_token_scores, first_token_scores,
                     circuits.detection_pattern, circuits.head_detector_scores, circuits.copying_scores,
-                    circuits.direct_logit_attribution),
+                    circuits.direct_logit_attribution, circuits.induction_attention,
+                    circuits.offset_weights),
     "model_cost": (forward_flops,),
 }
 
@@ -160,6 +161,10 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "controls.trials", "controls.induction_heads", "controls.head_means", "controls.zero_ablation",
     "controls.mean_ablation", "controls.second_copy_losses", "controls.random_draws",
     "controls.same_layer_heads", "controls.next_heads", "controls.run", "controls.stored", "controls.main",
+    "workbook.stubs.is_solution", "workbook.stubs.exercise_id", "workbook.stubs.solution_code",
+    "workbook.stubs.stub_source", "workbook.build.hints", "workbook.build.help_cell",
+    "workbook.build.workbook_notebook", "workbook.sync.sync", "workbook.sync.Report",
+    "workbook.__main__.main",
 )
 
 

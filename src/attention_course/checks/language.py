@@ -8,11 +8,13 @@ reason, the hint.
 
 from __future__ import annotations
 
-__all__ = ["CheckFailed", "fail", "get_language", "label", "pick", "say", "set_language"]
+__all__ = ["CheckFailed", "answered", "fail", "get_language", "in_workbook", "label", "pick", "say",
+           "set_language", "set_workbook"]
 
 
 _LANGUAGES = ("zh", "en")
 _language = "en"
+_workbook = False
 
 
 class CheckFailed(AssertionError):
@@ -31,6 +33,31 @@ def set_language(lang: str) -> None:
     """Language of the check messages for the rest of the session: ``"zh"`` or ``"en"``."""
     global _language
     _language = _valid(lang)
+
+
+def set_workbook(on: bool = True) -> None:
+    """In the learner's workbook (its first cell calls this), a check of an exercise not answered
+    yet says so and lets the notebook go on; everywhere else (the source notebooks, the hand-out,
+    nbgrader) the stub's ``NotImplementedError`` stops it, so an unanswered stub never passes."""
+    global _workbook
+    _workbook = bool(on)
+
+
+def in_workbook() -> bool:
+    """Whether :func:`set_workbook` is on for this session."""
+    return _workbook
+
+
+def answered(fn) -> bool:
+    """Whether ``fn`` is an answer, not the workbook's stub (which raises ``NotImplementedError``):
+    a cell that uses an exercise's function can use the library's while it is not answered yet."""
+    import inspect
+
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return True
+    return "raise NotImplementedError" not in source
 
 
 def get_language(lang: str | None = None) -> str:
@@ -118,6 +145,10 @@ _TEXT = {
     "your_function": {"en": "your function", "zh": "你的函数"},
     "helper": {"en": "your helper {helper}", "zh": "你的辅助函数 {helper} "},
     "ok": {"en": "✓ {name}: all {n} cases pass", "zh": "✓ {name}：{n} 个测试用例全部通过"},
+    "not_answered": {"en": "… not answered yet: write your function in the cell above, run it, then run "
+                           "this check again (the notebook goes on without it)",
+                     "zh": "… 还没有作答：在上面的单元格里写好函数并运行，再运行这个检查"
+                           "（没有它，笔记本也会接着往下跑）"},
     "correct": {"en": "✓ {name}: correct", "zh": "✓ {name}：正确"},
     "your_answer": {"en": "your answer", "zh": "你的答案"},
 }

@@ -264,7 +264,7 @@ def check_weight_on_offset(learner, lang: str | None = None) -> None:
              (_weights(rng, 1, 9, dtype=np.float32), 8)),
     ]
     check_function(learner, _reference_offset, cases, name=OFFSET_NAME, hint=OFFSET_HINT,
-                   mistakes=_offset_variants, lang=lang)
+                   mistakes=_offset_variants, forbidden=forbidden.of("head_scores"), lang=lang)
 
 
 def _as_mistakes(values):
