@@ -54,8 +54,11 @@ def test_no_code_cell_of_the_workbook_holds_a_solution_line(lang, name):
     exercises = [stubs.exercise_id(c) for c in src["cells"] if stubs.is_solution(c)]
     helps = [c for c in nb["cells"] if c.get("metadata", {}).get("workbook", {}).get("help")]
     assert [c["metadata"]["workbook"]["help"] for c in helps] == exercises and len(exercises) >= 3
-    for cell in helps:                      # the solution is there, collapsed, in Markdown only
-        assert cell["cell_type"] == "markdown" and "<details>" in text(cell) and "```python" in text(cell)
+    first_hint, solution = {"en": ("Hint 1", "Solution"), "zh": ("提示 1", "参考答案")}[lang]
+    for cell in helps:                      # hints first, then the solution, collapsed, in Markdown only
+        body = text(cell)
+        assert cell["cell_type"] == "markdown" and "<details>" in body and "```python" in body
+        assert -1 < body.find(f"<summary>{first_hint}") < body.find(f"<summary>{solution}"), body[:80]
     assert build.WORKBOOK_LINE in text(next(c for c in nb["cells"] if c["cell_type"] == "code"))
     # the teaching cells keep their outputs; a stub and its check have none
     kept = [c for c in nb["cells"] if c["cell_type"] == "code" and c.get("outputs")]
