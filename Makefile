@@ -31,7 +31,7 @@ WARN_ENCODING := PYTHONWARNDEFAULTENCODING=1
 unexport PYTHONDONTWRITEBYTECODE
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab workbook test test-fast test-pythons test-notebooks test-kernels test-browser screenshots \
+.PHONY: help setup lab workbook progress test test-fast test-pythons test-notebooks test-kernels test-browser screenshots \
 	notebooks student grade bench-grading figures bench bench-store reference lock clean
 
 ## make help: this list.
@@ -74,6 +74,12 @@ lab: $(LEARNER_STAMP)
 ## make workbook: make or update the workbook only (workbook/), as make lab does before it opens it.
 workbook: $(LEARNER_STAMP)
 	$(PY) -m attention_course.workbook
+
+## make progress [LANG=zh | LANG=en]: every exercise of your workbook re-checked (each answer in a
+##   process of its own, as an instructor's grade): passed, failed, not tried, or a notebook that
+##   does not parse. Default: both languages.
+progress: $(LEARNER_STAMP)
+	$(PY) -m attention_course.workbook --progress $(if $(filter zh en,$(LANG)),--lang $(filter zh en,$(LANG)))
 
 ## make test: every test - lint, the unit tier, the slow and integration tiers (student build,
 ##   grading, hand-out, a fresh venv), and nbval on every notebook.

@@ -293,3 +293,27 @@ def test_answered_tells_a_stub_from_an_answer(tmp_path, monkeypatch):
     import answers_mod
 
     assert not checks.answered(answers_mod.f) and checks.answered(answers_mod.g)
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_progress_on_a_mixed_workbook(course):
+    from attention_course.workbook.progress import progress, table
+
+    root, wb = course
+    target = wb / "en" / "03_scaled_dot_product.ipynb"
+    nb = read(target)
+    solved = next(c for c in source("en", "03_scaled_dot_product.ipynb")["cells"]
+                  if stubs.is_solution(c) and stubs.exercise_id(c) == "nb03-ex1")
+    answer_cell(nb, "nb03-ex1")["source"] = text(solved)                    # answered
+    answer_cell(nb, "nb03-ex2")["source"] = ("import numpy as np\n\ndef continuation_mask(L, S):\n"
+                                             "    return np.ones((L, S), dtype=bool)\n")       # wrong
+    write(target, nb)                                                       # ex3, ex4: the stubs
+    (wb / "en" / "01_library_analogy.ipynb").write_text("{", encoding="utf-8")
+    result = progress(wb, root / "notebooks", "en")
+    assert result == {"01_library_analogy.ipynb": {"": "does not parse"},
+                      "03_scaled_dot_product.ipynb": {"nb03-ex1": "passed", "nb03-ex2": "failed",
+                                                      "nb03-ex3": "not tried", "nb03-ex4": "not tried"}}
+    lines = table(result, "zh")
+    assert lines[-1] == "1 / 4 道练习通过" and any("无法读取" in line for line in lines)

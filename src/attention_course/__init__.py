@@ -52,8 +52,8 @@ needs:
 - ``checks``' shared modules, one concern each: ``language`` (the session's language, the
   bilingual texts, ``CheckFailed``), ``comparison`` (tolerances and ``compare``, the grader's
   side), ``watcher`` (forbidden calls), ``loops``, ``cases`` (the loop over cases), ``fresh`` (a
-  fresh copy of a check at each call) and ``plain`` (plain data across a process boundary, read
-  without running code)
+  fresh copy of a check at each call), ``plain`` (plain data across a process boundary, read
+  without running code) and ``submission`` (what a re-check reads of a notebook)
 - :mod:`._validate` - the input checks shared by the public functions (clear errors at the boundary)
 
 Mask convention everywhere: a boolean mask is True where a position takes part. Heads, layers,

@@ -8,9 +8,9 @@ texts and :func:`label`, :class:`CheckFailed` and :func:`fail`), :mod:`.comparis
 follow the dtype and :func:`compare`, the grader's side), :mod:`.watcher` (runs the learner's
 function and watches it for forbidden calls), :mod:`.loops` (:func:`assert_no_loops`),
 :mod:`.cases` (the loop over cases :func:`check_function`, :func:`check_value`), :mod:`.fresh`
-(the fresh copies below) and :mod:`.plain` (plain data across a process boundary, read without
-running code). The library functions an exercise may forbid, in named categories, are in
-:mod:`.forbidden`.
+(the fresh copies below), :mod:`.plain` (plain data across a process boundary, read without
+running code) and :mod:`.submission` (what a re-check reads of a notebook). The library functions
+an exercise may forbid, in named categories, are in :mod:`.forbidden`.
 
 A notebook's check cell, ``nbNN_checks.check_x(answer)``, gets its check from a fresh copy of the
 installed file at every call (``fresh_on_call`` at the end of each module), so an answer cell that
