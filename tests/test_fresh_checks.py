@@ -57,8 +57,9 @@ def test_a_patched_machinery_or_registry_does_not_reach_the_check(monkeypatch):
 
 def test_every_module_of_the_machinery_is_loaded_afresh(monkeypatch):
     files = {p.stem for p in Path(cases.__file__).parent.glob("*.py")}
-    # fresh makes the copies; isolated runs the grade of record (one registry of what a worker makes)
-    machinery = files - set(MODULES) - {"__init__", "fresh", "isolated"}
+    # fresh makes the copies; isolated runs the grade of record (one registry of what a worker makes);
+    # submission reads notebooks for a re-check, and no check imports it
+    machinery = files - set(MODULES) - {"__init__", "fresh", "isolated", "submission"}
     assert set(fresh_checks._SHARED) == machinery == set(SHARED), "a module every check uses is not reloaded"
     # an unwatched call, a silent failure and a lenient comparison, each in its own module
     monkeypatch.setattr(watcher, "run_learner", lambda fn, *a, name, label, forbidden=(), hint=None,
