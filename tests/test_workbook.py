@@ -198,6 +198,24 @@ def test_outputs_and_runs_are_not_edits(course):
     assert not workbook.sync(wb, root / "notebooks", ("en",)).kept_copies
 
 
+def test_new_hints_update_the_workbook_and_keep_the_answers(course, monkeypatch):
+    import importlib
+
+    syncing = importlib.import_module("attention_course.workbook.sync")    # the module, not its function
+    root, wb = course
+    target = wb / "en" / "03_scaled_dot_product.ipynb"
+    nb = read(target)
+    answer_cell(nb, "nb03-ex3")["source"] = "def packed_mask(lengths, causal):\n    return 'mine'\n"
+    write(target, nb)
+    more = {**build.hints(), "nb03-ex3": {"en": ["A new hint about `lengths`."], "zh": ["新提示。"]}}
+    monkeypatch.setattr(syncing, "hints", lambda: more)
+    report = workbook.sync(wb, root / "notebooks", ("en",))
+    assert report.updated == ["en/03_scaled_dot_product.ipynb"] and not report.kept_copies
+    new = read(target)
+    assert "return 'mine'" in text(answer_cell(new, "nb03-ex3"))
+    assert any("A new hint about" in text(c) for c in new["cells"])
+
+
 def test_a_deleted_notebook_is_made_again_and_the_others_stay(course):
     root, wb = course
     other = wb / "en" / "01_library_analogy.ipynb"

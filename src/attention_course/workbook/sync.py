@@ -1,12 +1,12 @@
 """Keep the learner's workbook in step with ``notebooks/`` without ever losing the learner's work.
 
 ``workbook/<lang>/NN_*.ipynb`` is made from ``notebooks/<lang>/NN_*.ipynb`` (:mod:`.build`), and
-``workbook/.built.json`` remembers, per notebook, the source it was made from and a fingerprint of
-each cell as made. At every sync (``make lab`` runs one):
+``workbook/.built.json`` remembers, per notebook, a fingerprint of the version it made (source,
+hints and stubs together) and of each cell as made. At every sync (``make lab`` runs one):
 
 - a notebook not there yet (new, or deleted by the learner) is made;
-- a notebook whose source has not changed is left exactly as it is;
-- a notebook whose source changed is made again, and the learner's answer cells, found by their
+- a notebook whose workbook version would not change is left exactly as it is;
+- a notebook whose source (or hints) changed is made again, and the learner's answer cells, found by their
   exercise id, are carried into the new version. If the learner also edited or added any other
   cell, the old notebook is kept beside the new one as ``NN_*.<date>.ipynb``, and the sync says so;
 - a notebook that no longer parses is left untouched, and the sync says so.
@@ -89,10 +89,10 @@ def sync(workbook: Path, source: Path, langs=LANGS, today: datetime.date | None 
             raise FileNotFoundError(f"no notebooks in {folder}: run this from the course's folder")
         for src_path in sorted(folder.glob("*.ipynb")):
             rel = f"{lang}/{src_path.name}"
-            raw = src_path.read_bytes()
-            digest = hashlib.sha256(raw).hexdigest()[:16]
             target = workbook / rel
-            built = workbook_notebook(json.loads(raw.decode("utf-8")), lang, all_hints)
+            built = workbook_notebook(json.loads(src_path.read_text(encoding="utf-8")), lang, all_hints)
+            # what the workbook version would be: a new source, new hints or a new stub all count
+            digest = hashlib.sha256(json.dumps(built, sort_keys=True).encode()).hexdigest()[:16]
             record = {"source": digest, "cells": {c.get("id", str(i)): _fingerprint(c)
                                                   for i, c in enumerate(built["cells"])}}
             if not target.exists():
