@@ -124,6 +124,13 @@ def answer_cell(nb: dict, exercise: str) -> dict:
                 if c.get("metadata", {}).get("workbook", {}).get("exercise") == exercise)
 
 
+def set_answer(path: Path, exercise: str, code: str) -> None:
+    """Write ``code`` into the answer cell of ``exercise`` of the workbook notebook ``path``."""
+    nb = read(path)
+    answer_cell(nb, exercise)["source"] = code
+    write(path, nb)
+
+
 def change_upstream(root: Path, name: str = "03_scaled_dot_product.ipynb") -> None:
     path = root / "notebooks" / "en" / name
     nb = read(path)
@@ -134,9 +141,7 @@ def change_upstream(root: Path, name: str = "03_scaled_dot_product.ipynb") -> No
 def test_an_edited_answer_survives_a_rebuild_and_an_upstream_change(course):
     root, wb = course
     target = wb / "en" / "03_scaled_dot_product.ipynb"
-    nb = read(target)
-    answer_cell(nb, "nb03-ex1")["source"] = "def my_attention(q, k, v, mask=None):\n    return 'mine'\n"
-    write(target, nb)
+    set_answer(target, "nb03-ex1", "def my_attention(q, k, v, mask=None):\n    return 'mine'\n")
     before = target.read_bytes()
     assert workbook.sync(wb, root / "notebooks", ("en",)).unchanged    # same source: untouched
     assert target.read_bytes() == before
@@ -204,9 +209,7 @@ def test_new_hints_update_the_workbook_and_keep_the_answers(course, monkeypatch)
     syncing = importlib.import_module("attention_course.workbook.sync")    # the module, not its function
     root, wb = course
     target = wb / "en" / "03_scaled_dot_product.ipynb"
-    nb = read(target)
-    answer_cell(nb, "nb03-ex3")["source"] = "def packed_mask(lengths, causal):\n    return 'mine'\n"
-    write(target, nb)
+    set_answer(target, "nb03-ex3", "def packed_mask(lengths, causal):\n    return 'mine'\n")
     more = {**build.hints(), "nb03-ex3": {"en": ["A new hint about `lengths`."], "zh": ["新提示。"]}}
     monkeypatch.setattr(syncing, "hints", lambda: more)
     report = workbook.sync(wb, root / "notebooks", ("en",))
@@ -219,9 +222,7 @@ def test_new_hints_update_the_workbook_and_keep_the_answers(course, monkeypatch)
 def test_a_deleted_notebook_is_made_again_and_the_others_stay(course):
     root, wb = course
     other = wb / "en" / "01_library_analogy.ipynb"
-    nb = read(other)
-    answer_cell(nb, "nb01-ex1")["source"] = "# mine\n"
-    write(other, nb)
+    set_answer(other, "nb01-ex1", "# mine\n")
     before = other.read_bytes()
     (wb / "en" / "03_scaled_dot_product.ipynb").unlink()
     report = workbook.sync(wb, root / "notebooks", ("en",))
