@@ -106,7 +106,13 @@ def prepare_source(course_dir: Path, numbers=None, langs=LANGS,
             if target.exists():
                 shutil.rmtree(target)
             target.mkdir(parents=True)
-            shutil.copy2(path, target / path.name)
+            # the notebook with each exercise's hints after its check (never its solution, which
+            # nbgrader strips as ever): the hand-out shows the hints the workbook shows
+            from attention_course.workbook import with_hints
+
+            nb = with_hints(json.loads(path.read_text(encoding="utf-8")), lang)
+            (target / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
             ids.append(assignment_id(number, lang))
     return ids
 

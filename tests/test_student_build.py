@@ -109,6 +109,9 @@ def test_student_notebook_has_no_solutions_and_no_outputs(handout, lang, name):
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
     solutions = [c for c in nb.cells if nbgrader_meta(c).get("solution")]
     assert solutions and all("raise NotImplementedError()" in c.source for c in solutions)
+    # each exercise's hints after its check, as in the workbook; never a solution
+    hints = [c for c in nb.cells if c.metadata.get("workbook", {}).get("help")]
+    assert len(hints) == len(solutions) and all("```" not in c.source for c in hints)
     for c in nb.cells:
         if c.cell_type == "code":
             assert c.outputs == [] and c.execution_count is None

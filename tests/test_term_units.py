@@ -2,12 +2,14 @@
 en merged (the better counts), the Canvas and Moodle files, the feedback zips, the late policy."""
 
 import csv
+import json
 import zipfile
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attention_course.workbook import stubs
 from notebook_tools import ROOT, load_tool
 
 term = load_tool("term")
@@ -33,7 +35,13 @@ def test_every_course_notebook_gets_one_source_folder_per_language(tmp_path):
         number, lang = term.parse_assignment(i)
         found = list((tmp_path / "source" / i).iterdir())
         assert [p.name for p in found] == [term.notebook_of(number, lang).name]
-        assert found[0].read_bytes() == (ROOT / "notebooks" / lang / found[0].name).read_bytes()
+        # the course's notebook as it is, with each exercise's hints (never its solution) after its check
+        made = json.loads(found[0].read_text(encoding="utf-8"))
+        course = json.loads((ROOT / "notebooks" / lang / found[0].name).read_text(encoding="utf-8"))
+        hints = [c for c in made["cells"] if c.get("metadata", {}).get("workbook", {}).get("help")]
+        assert [c for c in made["cells"] if c not in hints] == course["cells"]
+        assert len(hints) == sum(stubs.is_solution(c) for c in course["cells"]) >= 3
+        assert all("```" not in "".join(c["source"]) for c in hints)
 
 
 def test_nb_takes_one_or_several_numbers_and_refuses_others(tmp_path):

@@ -163,7 +163,8 @@ ALLOWED_EVERYWHERE: tuple[str, ...] = (
     "controls.same_layer_heads", "controls.next_heads", "controls.run", "controls.stored", "controls.main",
     "workbook.stubs.is_solution", "workbook.stubs.exercise_id", "workbook.stubs.solution_code",
     "workbook.stubs.stub_source", "workbook.build.hints", "workbook.build.help_cell",
-    "workbook.build.workbook_notebook", "workbook.sync.sync", "workbook.sync.Report",
+    "workbook.build.workbook_notebook", "workbook.build.with_hints", "workbook.sync.sync",
+    "workbook.sync.Report",
     "workbook.__main__.main", "workbook.progress.progress", "workbook.progress.notebook_progress",
     "workbook.progress.table",
 )

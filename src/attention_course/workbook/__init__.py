@@ -8,9 +8,9 @@ keeps it in step with ``notebooks/`` without losing the learner's work (:mod:`.s
 come from the same stripping as the instructor's hand-out (:mod:`.stubs`).
 """
 
-from .build import help_cell, hints, workbook_notebook
+from .build import help_cell, hints, with_hints, workbook_notebook
 from .stubs import STUB, exercise_id, is_solution, solution_code, stub_source
 from .sync import Report, sync
 
 __all__ = ["STUB", "Report", "exercise_id", "help_cell", "hints", "is_solution", "solution_code",
-           "stub_source", "sync", "workbook_notebook"]
+           "stub_source", "sync", "with_hints", "workbook_notebook"]

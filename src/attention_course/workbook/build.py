@@ -20,7 +20,7 @@ from importlib import resources
 
 from .stubs import BEGIN, END, exercise_id, is_solution, stub_source
 
-__all__ = ["HELP_SUFFIX", "WORKBOOK_LINE", "help_cell", "hints", "workbook_notebook"]
+__all__ = ["HELP_SUFFIX", "WORKBOOK_LINE", "help_cell", "hints", "with_hints", "workbook_notebook"]
 
 #: Appended to the first code cell of a workbook notebook.
 WORKBOOK_LINE = "checks.set_workbook()  # 工作簿 · workbook: an exercise not done lets the notebook go on"
@@ -45,16 +45,41 @@ def _lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def help_cell(exercise: str, solution: str, lang: str, cell_id: str, all_hints: dict) -> dict:
-    """The Markdown cell after an exercise's check: its hints, then its solution, each collapsed."""
+def help_cell(exercise: str, solution: str | None, lang: str, cell_id: str, all_hints: dict) -> dict:
+    """The Markdown cell after an exercise's check: its hints, then its solution (``None``: no
+    solution, as in the hand-out), each collapsed."""
     words = _WORDS[lang]
     blocks = []
     for n, hint in enumerate(all_hints.get(exercise, {}).get(lang, []), start=1):
         blocks.append(f"<details><summary>{words['hint'].format(n=n)}</summary>\n\n{hint}\n\n</details>")
-    code = solution.rstrip()
-    blocks.append(f"<details><summary>{words['solution']}</summary>\n\n```python\n{code}\n```\n\n</details>")
+    if solution is not None:
+        code = solution.rstrip()
+        blocks.append(f"<details><summary>{words['solution']}</summary>\n\n```python\n{code}\n```\n\n"
+                      "</details>")
     return {"cell_type": "markdown", "id": cell_id, "metadata": {"workbook": {"help": exercise}},
             "source": _lines("\n\n".join(blocks))}
+
+
+def _is_check(cell: dict) -> bool:
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("grade"))
+
+
+def with_hints(source: dict, lang: str, all_hints: dict | None = None) -> dict:
+    """``source`` as it is, solutions included, with each exercise's hints (no solution) in a
+    Markdown cell after its check: the source of the instructor's hand-out, which nbgrader strips."""
+    all_hints = hints() if all_hints is None else all_hints
+    nb = copy.deepcopy(source)
+    cells, pending = [], None
+    for cell in nb["cells"]:
+        cells.append(cell)
+        if is_solution(cell):
+            pending = exercise_id(cell)
+        elif pending and cell["cell_type"] == "code" and _is_check(cell):
+            if all_hints.get(pending, {}).get(lang):
+                cells.append(help_cell(pending, None, lang, cell.get("id", pending) + "-hints", all_hints))
+            pending = None
+    nb["cells"] = cells
+    return nb
 
 
 def workbook_notebook(source: dict, lang: str, all_hints: dict | None = None) -> dict:
@@ -79,8 +104,7 @@ def workbook_notebook(source: dict, lang: str, all_hints: dict | None = None) ->
             cell["metadata"]["workbook"] = {"exercise": pending[0]}
             cells.append(cell)
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if pending and cell["cell_type"] == "code" and meta.get("grade"):
+        if pending and cell["cell_type"] == "code" and _is_check(cell):
             cell["outputs"], cell["execution_count"] = [], None
             cells.append(cell)
             cells.append(help_cell(*pending, lang, cell.get("id", pending[0]) + HELP_SUFFIX, all_hints))
