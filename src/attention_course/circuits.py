@@ -80,7 +80,7 @@ def detection_pattern(tokens, kind: str) -> np.ndarray:
     return out
 
 
-def _patterns(patterns_or_cache, n_layers=None) -> np.ndarray:
+def _patterns(patterns_or_cache) -> np.ndarray:
     """(n_layers, B, H, T, T) from a cache or from one array (B, H, T, T) or (n_layers, B, H, T, T)."""
     if isinstance(patterns_or_cache, ActivationCache):
         cache = patterns_or_cache

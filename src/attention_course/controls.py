@@ -30,8 +30,8 @@ from . import pretrained
 from .hooks import mean_ablate_head, zero_ablate_head
 
 __all__ = ["CHOICE_SEEDS", "HELD_OUT_SEEDS", "N_DRAWS", "N_HEADS", "PARAGRAPH", "PERIOD", "head_means",
-           "induction_heads", "main", "mean_ablation", "random_draws", "run", "second_copy_losses",
-           "stored", "zero_ablation"]
+           "induction_heads", "main", "mean_ablation", "next_heads", "random_draws", "run",
+           "same_layer_heads", "second_copy_losses", "stored", "trials", "zero_ablation"]
 
 PERIOD = 35
 CHOICE_SEEDS = (0, 1, 2)
