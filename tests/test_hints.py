@@ -140,12 +140,14 @@ _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 def code_tokens(text: str) -> list[str]:
     """The tokens of ``text`` read as Python (``tokenize``), comments and layout left out; text that
     is not Python (prose, ``√d_k``) is cut by a regex into the same kinds of tokens."""
+    # U+2212 is prose's minus; Python 3.12's tokenizer reads it as an operator, earlier ones as an error
+    text = text.replace("−", "-")
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         tokens = None
     if tokens is None or any(t.type == tokenize.ERRORTOKEN for t in tokens):
-        return _REGEX_TOKEN.findall(text.replace("−", "-"))
+        return _REGEX_TOKEN.findall(text)
     return [t.string for t in tokens if t.type not in _SKIPPED]
 
 
