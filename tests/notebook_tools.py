@@ -144,6 +144,15 @@ def prose(markdown: str, code: str = " ", math: str = " ", html: str = "") -> st
     return _HTML.sub(lambda m: html + "\n" * m.group(0).count("\n"), text)
 
 
+#: The heading of the section that ends every notebook: its source article and the works it cites.
+REFERENCES_HEADING = {"en": "## References", "zh": "## 参考文献"}
+
+
+def is_references(markdown: str) -> bool:
+    """Whether a Markdown cell is a notebook's references section (left out of the word budgets)."""
+    return markdown.lstrip().split("\n", 1)[0].strip() in REFERENCES_HEADING.values()
+
+
 def markdown_cells(lang: str, name: str) -> list[tuple[int, str]]:
     """``(cell index, source)`` of every Markdown cell of a notebook (indices count all cells)."""
     return [(i, source(c)) for i, c in enumerate(load(lang, name)["cells"]) if c["cell_type"] == "markdown"]

@@ -70,8 +70,16 @@ BANNED = [
     ("说清楚", "a direct sentence"), ("诚实地说", "a direct sentence"), ("再诚实一点", "a direct sentence"),
     ("保命的技巧", "a plain name"), ("旋钮", "参数 / 滑块"), ("升格", "类型提升"),
     ("同时握着.{0,12}表", "a plain sentence"), ("三段列", "a plain name"),
+    # one term each (the READMEs' glossary): the model's width, learned positions, the
+    # previous-token head, the "try it" section, a cross-reference to another notebook
+    ("宽度|宽为|每个宽|\\$ 宽", "维度"),
+    ("学出来的位置(?:编码|嵌入)|可学习的?位置编码|可学习位置|可学习的绝对位置", "可学习的位置嵌入"),
+    ("前一词头", "前一个词头"), ("动手调|动手看|自己试试|看它学|看它形成", "动手试"),
+    ("见 ?0[1-9](?!\\d)|（0[1-9]）|第 ?0[1-9] 本", "第 N 本"),
 ]
 BANNED_RE = [(re.compile(p), p, use) for p, use in BANNED]
+#: The README's glossary, whose last column shows the banned words.
+GLOSSARY_SECTION = "## 术语表"
 
 
 @dataclass(frozen=True)
@@ -199,12 +207,17 @@ def page_findings(path: Path) -> dict[str, list[Finding]]:
     name = str(path.relative_to(ROOT))
     found = {"newline": newline_breaks(raw, name, line_numbers=True),
              "punctuation": [], "quotes": [], "glossary": []}
+    section = ""
     for n, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("## "):
+            section = line
         if not CJK.search(line):
             continue
         where = f"{name}:{n}"
         found["punctuation"] += ascii_punctuation(line, where)
         found["quotes"] += quotes(line, where)
+        if section == GLOSSARY_SECTION and line.startswith("|"):
+            line = line.rstrip(" |").rsplit("|", 1)[0]   # the glossary's last column: the words not used
         found["glossary"] += glossary(line, where)
     return found
 
@@ -243,7 +256,9 @@ def test_every_chinese_page_is_read():
     # the pages are found by name: a Chinese page under another name would escape the rules
     assert ROOT / "README.zh-CN.md" in ZH_PAGES and ROOT / "docs" / "instructors.zh-CN.md" in ZH_PAGES
     for path in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "handout").glob("*.md")]:
-        text = prose(path.read_text(encoding="utf-8"))
+        # the English README's glossary gives each term's Chinese: it is not prose
+        raw = re.sub(r"\n## Glossary\n.*?(?=\n## )", "\n", path.read_text(encoding="utf-8"), flags=re.S)
+        text = prose(raw)
         if path not in ZH_PAGES:   # an English page may quote a word or two of Chinese
             assert cjk_count(text) < english_words(text) / 10, (
                 f"{path.relative_to(ROOT)} is mostly Chinese: name it <name>.zh-CN.md")
@@ -305,13 +320,16 @@ def test_repr_quotes_are_flagged_in_prose():
     "询问", "关键字", "得分", "注意力分数", "自我注意力", "词向量", "挡住", "遮住", "习题", "发问的词",
     "被查的词",
     "Vaswani 等（2017）", "先说清楚", "要说清楚的是", "诚实地说", "再诚实一点", "保命的技巧", "旋钮", "升格",
-    "同时握着三张表", "三段列", "键和数值",
+    "同时握着三张表", "三段列", "键和数值", "模型的宽度", "学出来的位置编码", "可学习位置", "前一词头",
+    "动手调：d_k", "见 02", "（07）", "第 07 本",
 ])
 def test_banned_words_are_found(text):
     assert glossary(text, "t")
 
 
 @pytest.mark.parametrize("text", ["查询、键、值", "Vaswani 等人（2017）", "关键字参数", "数值稳定", "分数",
-                                  "位置编码", "LLaMA 等许多近年的模型", "它的查询问的是当前的词"])
+                                  "位置编码", "LLaMA 等许多近年的模型", "它的查询问的是当前的词",
+                                  "可学习的位置嵌入", "前一个词头", "第 7 本", "01–07 的零件", "动手试：d_k",
+                                  "模型的维度"])
 def test_glossary_words_pass(text):
     assert not glossary(text, "t")

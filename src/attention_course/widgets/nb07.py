@@ -39,7 +39,7 @@ TASKS = ("library", "previous")
 
 TASK_NAMES = {
     "library": {"zh": "图书馆查书（1 层 1 头）", "en": "library lookup (1 layer, 1 head)"},
-    "previous": {"zh": "前一个词（学出来的位置编码）", "en": "previous token (learned positions)"},
+    "previous": {"zh": "前一个词（可学习的位置嵌入）", "en": "previous token (learned position embeddings)"},
 }
 
 TEXT = {
