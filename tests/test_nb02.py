@@ -141,7 +141,8 @@ def one_way_wrong_shape(X, i, j):
     (one_way_overflows, "NaN"),
     (one_way_wrong_shape, "must be (d_model, d_k)"),
     (lambda X, i, j: np.eye(X.shape[1]), "expected the pair"),
-], ids=["shared", "row-j-even", "backwards", "too-gentle", "overflow", "shape", "not-a-pair"])
+], ids=["shared-from-the-solution", "row-j-even", "backwards", "too-gentle", "overflow", "shape",
+        "not-a-pair"])
 def test_one_way_catches(wrong, fragment):
     msg = failure(nb02_checks.check_one_way, wrong)
     assert fragment in msg and "'it is a cat'" in msg

@@ -47,14 +47,14 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
     Raises
     ------
     CheckFailed
-        On the first input where ``fn`` differs: the article's scores, equal scores, a single
+        On the first input where ``fn`` differs: the scores of "it is a cat", equal scores, a single
         score, a 3×4 matrix (one softmax per row), logits of ±1e4, logits all near -1e4, a
         (2, 3, 5) batch, rows of very different scale, and float32 rows (one of them with
         logits that overflow float32's exp).
     """
     cases = [
-        Case({"zh": "文章的分数 [0.5, 0.3, 1.2, 3.0]",
-              "en": "the article's scores [0.5, 0.3, 1.2, 3.0]"},
+        Case({"zh": "“它 是 一只 猫”的分数 [0.5, 0.3, 1.2, 3.0]",
+              "en": "the scores of 'it is a cat' [0.5, 0.3, 1.2, 3.0]"},
              (examples.IT_CAT_SCORES.copy(),)),
         Case({"zh": "三个相等的分数 [1, 1, 1]", "en": "three equal scores [1, 1, 1]"},
              (np.ones(3),)),
@@ -72,7 +72,7 @@ def check_stable_softmax(fn, *, lang: str | None = None) -> None:
               "en": "three rows of very different scale: [1000, 999, 998], [1, 0, -1], "
                     "[-1000, -1001, -1002]"},
              (_DIFFERENT_SCALES.copy(),)),
-        Case({"zh": "float32 的文章分数", "en": "the article's scores in float32"},
+        Case({"zh": "float32 的“它 是 一只 猫”分数", "en": "the scores of 'it is a cat' in float32"},
              (examples.IT_CAT_SCORES.astype(np.float32),)),
         Case({"zh": "float32 的 logits [80, 90, 100]（float32 的 exp(100) 会溢出）",
               "en": "float32 logits [80, 90, 100] (exp(100) overflows in float32)"},
@@ -104,8 +104,8 @@ _SCORES_FOR_HINT = {
 def _scores_for_cases():
     w = examples.IT_CAT_ARTICLE_WEIGHTS
     return [
-        Case({"zh": "文章的示意权重 [0.05, 0.04, 0.13, 0.78]",
-              "en": "the article's illustrative weights [0.05, 0.04, 0.13, 0.78]"}, (w.copy(),)),
+        Case({"zh": "凭眼估的权重 [0.05, 0.04, 0.13, 0.78]",
+              "en": "weights guessed by eye [0.05, 0.04, 0.13, 0.78]"}, (w.copy(),)),
         Case({"zh": "平均分配 [0.25, 0.25, 0.25, 0.25]", "en": "an even split [0.25, 0.25, 0.25, 0.25]"},
              (np.full(4, 0.25),)),
         Case({"zh": "几乎全给一个词 [0.998, 0.001, 0.001]",
@@ -114,7 +114,7 @@ def _scores_for_cases():
         Case({"zh": "两行：[0.7, 0.2, 0.1] 和 [1e-6, 0.4999995, 0.4999995]",
               "en": "two rows: [0.7, 0.2, 0.1] and [1e-6, 0.4999995, 0.4999995]"},
              (np.array([[0.7, 0.2, 0.1], [1e-6, 0.5 - 5e-7, 0.5 - 5e-7]]),)),
-        Case({"zh": "float32 的文章示意权重", "en": "the article's illustrative weights in float32"},
+        Case({"zh": "float32 的凭眼估的权重", "en": "weights guessed by eye, in float32"},
              (w.astype(np.float32),)),
     ]
 
@@ -134,7 +134,7 @@ def check_scores_for(fn, *, lang: str | None = None) -> None:
     ------
     CheckFailed
         On the first input where the shape, the softmax of the answer or the maxima of its rows
-        are wrong: the article's weights, an even split, a nearly one-hot row, two rows of very
+        are wrong: weights guessed by eye, an even split, a nearly one-hot row, two rows of very
         different scale, and float32 weights.
     """
     lang = get_language(lang)
@@ -212,20 +212,20 @@ def check_score_increase(fn, *, lang: str | None = None) -> None:
     """
     s = examples.IT_CAT_SCORES
     cases = [
-        Case({"zh": "文章的分数，让“猫”（k = 3）的权重变成 0.9",
-              "en": "the article's scores, 'cat' (k = 3) to weight 0.9"}, (s.copy(), 3, 0.9)),
-        Case({"zh": "文章的分数，让“它”（k = 0）的权重变成 0.5",
-              "en": "the article's scores, 'it' (k = 0) to weight 0.5"}, (s.copy(), 0, 0.5)),
-        Case({"zh": "文章的分数，让“猫”（k = 3）的权重降到 0.5（答案为负）",
-              "en": "the article's scores, 'cat' (k = 3) down to weight 0.5 (a negative answer)"},
+        Case({"zh": "“它 是 一只 猫”的分数，让“猫”（k = 3）的权重变成 0.9",
+              "en": "the scores of 'it is a cat', 'cat' (k = 3) to weight 0.9"}, (s.copy(), 3, 0.9)),
+        Case({"zh": "“它 是 一只 猫”的分数，让“它”（k = 0）的权重变成 0.5",
+              "en": "the scores of 'it is a cat', 'it' (k = 0) to weight 0.5"}, (s.copy(), 0, 0.5)),
+        Case({"zh": "“它 是 一只 猫”的分数，让“猫”（k = 3）的权重降到 0.5（答案为负）",
+              "en": "the scores of 'it is a cat', 'cat' (k = 3) down to weight 0.5 (a negative answer)"},
              (s.copy(), 3, 0.5)),
         Case({"zh": "两个相等的分数 [0, 0]，k = 0，权重 0.75",
               "en": "two equal scores [0, 0], k = 0, weight 0.75"}, (np.zeros(2), 0, 0.75)),
         Case({"zh": "接近 1000 的分数 [1000, 999, 998]，k = 2，权重 0.5",
               "en": "scores near 1000 [1000, 999, 998], k = 2, weight 0.5"},
              (np.array([1000.0, 999.0, 998.0]), 2, 0.5)),
-        Case({"zh": "float32 的文章分数，k = 1，权重 0.2",
-              "en": "the article's scores in float32, k = 1, weight 0.2"},
+        Case({"zh": "float32 的“它 是 一只 猫”分数，k = 1，权重 0.2",
+              "en": "the scores of 'it is a cat' in float32, k = 1, weight 0.2"},
              (s.astype(np.float32), 1, 0.2)),
     ]
     check_function(fn, _score_increase_reference, cases,
