@@ -247,7 +247,9 @@ def test_the_real_models_ablation_and_batch(real):
     assert np.array_equal(old, new[0])
     two = np.stack([ids, pretrained.repeated_random_tokens(12, 2)])
     batch = real.run_with_hooks(two)
-    assert np.allclose(batch[1], real.forward(two[1]), atol=1e-4)
+    # float32 through 30 layers: a batch of two rounds differently from one row when OpenBLAS splits
+    # the work over threads (up to 1.2e-4 on logits of about 20 with two threads)
+    assert np.allclose(batch[1], real.forward(two[1]), atol=1e-3)
     # the step-by-step path (a hook on the pattern that changes nothing) gives the same logits
     same = real.run_with_hooks(ids, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda x, h: x.copy())])
     assert np.allclose(same[0], real.forward(ids), atol=1e-3)
