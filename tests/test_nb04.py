@@ -250,7 +250,7 @@ def test_widget_number_of_heads_changes_weights_and_slider_range(explorer):
     assert explorer.data["head"] == 1 and explorer.data["weights"].shape == (2, 13, 13)
     explorer.controls["num_heads"].value = 1
     roles = head_patterns.TROPHY_ROLES["en"]
-    # One head: one budget for both relations, about half each (no pattern chosen in advance).
+    # One head: one budget for both relations, about half each (the equal gains are set by hand).
     row = explorer.data["shown"][roles["pronoun"]]
     assert explorer.data["patterns"] == ["both"]
     assert abs(row[roles["pronoun"] - 1] - 0.5) < 0.02 and abs(row[roles["antecedent"]] - 0.5) < 0.02

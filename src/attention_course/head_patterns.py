@@ -171,9 +171,9 @@ def _head_weights(pattern: str, E: int, D: int, gain: float):
 def layer_patterns(num_heads: int) -> tuple:
     """The patterns of a hand-set layer of ``num_heads`` heads, as notebook 04's explorer builds it.
 
-    Two heads or more take the first ``num_heads`` of :data:`PATTERNS`. One head cannot take the
-    first pattern alone: that would decide in advance which relation is lost. It gets
-    :data:`SHARED`, both relations in one budget.
+    Two heads or more take the first ``num_heads`` of :data:`PATTERNS`. One head gets
+    :data:`SHARED`: both relations in one budget, with equal gains set by hand, so each gets about
+    half (a head with unequal gains splits its budget unequally, as notebook 04 shows).
 
     Examples
     --------
