@@ -90,6 +90,24 @@ def test_a_new_free_text_says_the_model_is_computing(course_model, monkeypatch, 
     assert len(seen) == 1 and e.status.value == ""
 
 
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_menu_names_the_same_sentences_in_the_notebooks_language(course_model, lang):
+    e = nb09.RealModelExplorer(course_model, lang=lang, sentence=nb09.SENTENCE_NAMES["bank (river)"][lang])
+    options = e.controls["sentence"].options
+    assert [key for _, key in options] == PRESETS + ["free"]        # the values: the same keys
+    names = [name for name, _ in options]
+    assert len(set(names)) == len(names)
+    chinese = [bool(nb09._CJK.search(name)) for name in names]
+    assert all(chinese) if lang == "zh" else not any(chinese)
+    assert e.controls["sentence"].value == "bank (river)"           # a name starts on its sentence
+    assert e.compute(sentence="bank (river)", text="", layer=0, head=0)["tokens"] == \
+        explorer_tokens(course_model, "bank (river)")
+
+
+def explorer_tokens(model, name: str) -> list[str]:
+    return [f"{i}:{p}" for i, p in enumerate(model.token_strings(preset_ids(model, name)))]
+
+
 def test_a_free_text_longer_than_every_prepared_sentence_shows_every_label(course_model):
     e = shown(nb09.RealModelExplorer(course_model, lang="en", sentence="free"))
     words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"

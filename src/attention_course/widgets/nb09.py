@@ -5,7 +5,8 @@ weights kept), so moving the layer or head sliders, or choosing another prepared
 redraws. Free text costs one forward pass the first time it is shown; meanwhile a note beside the
 text box says that the model is computing. Beside the chosen head's map, a grid of all 30 × 9
 heads gives an overview: each cell is how much that head looks at the previous token in this
-sentence, with the chosen head framed.
+sentence, with the chosen head framed. The menu names the prepared sentences in the notebook's
+language; the sentences themselves are English, the language the model was mostly trained on.
 
 The map's layout does not depend on the sentence: its cells fill the same axes whatever their
 number, and the position labels and tick marks are artists the update sets, with room kept for
@@ -55,12 +56,21 @@ _TEXT = {
     },
 }
 
-#: Prepared sentences (English: the model was trained mostly on English text).
+#: Prepared sentences (English: the model was trained mostly on English text), by key.
 SENTENCES = {
     "trophy (big)": "The trophy did not fit into the suitcase because it was too big.",
     "trophy (small)": "The trophy did not fit into the suitcase because it was too small.",
     "bank (river)": "She sat on the bank of the river and watched the water.",
     "bank (money)": "He took the money out of the bank to pay the rent.",
+}
+
+#: What the menu shows for each prepared sentence, in the notebook's language: the same
+#: sentences, only their names translated (the key stays the menu's value).
+SENTENCE_NAMES = {
+    "trophy (big)": {"zh": "奖杯（big）", "en": "trophy (big)"},
+    "trophy (small)": {"zh": "奖杯（small）", "en": "trophy (small)"},
+    "bank (river)": {"zh": "bank（河岸）", "en": "bank (river)"},
+    "bank (money)": {"zh": "bank（银行）", "en": "bank (money)"},
 }
 
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
@@ -99,7 +109,8 @@ class RealModelExplorer(Explorer):
         Default: :func:`attention_course.pretrained.load` (the installed SmolLM2-135M).
     lang : {"zh", "en"}
     sentence : str
-        Starting sentence, a key of :data:`SENTENCES`, the repeat, or ``"free"``.
+        Starting sentence: a key of :data:`SENTENCES`, ``"repeat"`` or ``"free"``, or the name
+        the menu shows for it in ``lang`` (``"奖杯（big）"`` for ``"trophy (big)"`` in Chinese).
     layer, head : int
         Starting head, counted from 0.
 
@@ -135,11 +146,12 @@ class RealModelExplorer(Explorer):
         c = model.config
         prepared = {name: model.encode(s) for name, s in SENTENCES.items()}
         prepared["repeat"] = repeated_random_tokens(12, seed=0).tolist()
-        options = [(name, name) for name in SENTENCES] + [(text["repeat"], "repeat"),
-                                                         (text["free"], FREE)]
+        options = [(SENTENCE_NAMES[name][lang], name) for name in SENTENCES] + [
+            (text["repeat"], "repeat"), (text["free"], FREE)]
+        sentence = dict(options).get(sentence, sentence)     # a name shown in the menu: its key
         if sentence not in prepared and sentence != FREE:
-            raise ValueError(f"sentence must be one of {list(prepared)} or 'free'; "
-                             f"got {sentence!r}")
+            raise ValueError(f"sentence must be one of {list(prepared)} or 'free' (or a name "
+                             f"the menu shows); got {sentence!r}")
         # once: every layer of every prepared sentence, and its labels
         self._maps = {name: self._run(ids) for name, ids in prepared.items()}
         runs = list(self._maps.values())
