@@ -105,6 +105,50 @@ def test_the_rule_tells_a_circuit_from_the_other_solution():
     assert not sweep.has_circuit(sweep.other_solution()[0], batch)
 
 
+def test_adams_factor_is_read_where_the_spread_first_reaches_the_target():
+    quadratic = [0.01 * f ** 2 for f in sweep.ADAM_FACTORS]           # a spread that grows like factor²
+    assert sweep._adam_factor(0.05, quadratic) == pytest.approx(5 ** 0.5)   # between two factors: exact
+    assert sweep._adam_factor(0.001, quadratic) == 1.0                 # reached at the first factor
+    assert sweep._adam_factor(1.0, quadratic) == math.inf              # never reached up to 8
+    bumpy = [1.0, 3.0, 2.0, 4.0] + [5.0] * (len(sweep.ADAM_FACTORS) - 4)
+    assert sweep._adam_factor(2.5, bumpy) < sweep.ADAM_FACTORS[1]      # the first crossing, not a later one
+    assert sweep.ADAM_FACTORS[0] == 1 and sweep.ADAM_FACTORS[-1] == 8
+    assert sweep.ADAM_BOUNDS == pytest.approx((8 ** 0.25, 8 ** 0.5))
+
+
+def test_the_sweep_measures_adams_factor_as_07_does():
+    # 07's cell: train 10 steps, spread of model.scores, straight line through the logarithms
+    from functools import partial
+
+    from attention_course import softmax
+    from attention_course.tasks import library_batch
+    from attention_course.tiny_model import train, train_many
+
+    lib_eval = library_batch(1, 512)
+    jobs = {key: dict(job, eval_batch=lib_eval, n_checkpoints=2)
+            for key, job in sweep._library_jobs(0).items() if key[0] == "spread"}
+    runs = train_many(jobs, processes=1)
+    spread = {key[1:]: sweep._score_spread(run.model, lib_eval) for key, run in runs.items()}
+    factor = sweep._adam_factor(spread[False, 1.0], [spread[True, f] for f in sweep.ADAM_FACTORS])
+
+    factors = np.array([2 ** (k / 4) for k in range(13)])
+    assert np.array_equal(factors, sweep.ADAM_FACTORS)
+
+    def spread_after(scale, lr):
+        model = sweep.LibraryModel(d_model=64, d_k=64, scale=scale, embed_std=0.02, seed=0)
+        train(model, partial(library_batch, batch_size=64), steps=10, lr=lr, seed=0, eval_batch=lib_eval,
+              n_checkpoints=2)
+        return model, model.scores(lib_eval).std(axis=-1).mean()
+
+    model, target = spread_after(False, 1e-2)
+    spreads = np.array([spread_after(True, 1e-2 * f)[1] for f in factors])
+    assert (np.diff(spreads) > 0).all()
+    assert np.exp(np.interp(np.log(target), np.log(spreads), np.log(factors))) == pytest.approx(factor)
+    assert sweep.ADAM_BOUNDS[0] * 1.1 < factor < sweep.ADAM_BOUNDS[1] * 0.9      # 07's claim, with a margin
+    # the scores are what the softmax receives: they give the model's attention weights
+    assert np.allclose(softmax(model.scores(lib_eval)), model.forward(lib_eval)[1][:, 0], atol=1e-6)
+
+
 @pytest.mark.slow
 def test_on_the_held_out_seeds_every_claim_holds_as_often_as_the_notebooks_say():
     result = sweep.run(HELD_OUT)

@@ -38,6 +38,14 @@ from .tiny_model import AttentionOnlyModel, LibraryModel, repeat_model, train_ma
 
 #: Seeds no notebook trains on (the notebooks use 0-4).
 HELD_OUT = tuple(range(100, 112))
+#: 07 §4 measures Adam's factor: the scaled model (tiny embeddings) trains ADAM_STEPS steps at learning
+#: rates 0.01 times each of ADAM_FACTORS (1 to 8, each 2^(1/4) times the one before), the unscaled one at
+#: 0.01; the factor is where the scaled model's score spread reaches the unscaled one's
+#: (:func:`_adam_factor`). 07 claims it lies between ADAM_BOUNDS, 8^(1/4) and √8: the factors that make
+#: up for the scale 1/8 on a product of four weights that Adam moves, and on a product of two.
+ADAM_FACTORS = tuple(2 ** (k / 4) for k in range(13))
+ADAM_STEPS = 10
+ADAM_BOUNDS = (8 ** 0.25, 8 ** 0.5)
 #: The seeds a notebook trains its claims on: 0-2, and 0-4 for 07's library lookup (cell 16).
 NOTEBOOK_SEEDS = (0, 1, 2)
 LIBRARY_SEEDS = (0, 1, 2, 3, 4)
@@ -96,13 +104,14 @@ CLAIMS = (
        "query-key table: the largest score on the diagonal in ≥ 14 of 16 rows", unit=False,
        seeds=LIBRARY_SEEDS),
     # 07 §3: the previous token, three positional encodings
-    _c("07", 23, "prev_learned_acc", ">=", 0.9, "learned positions: accuracy ≥ 0.9"),
+    _c("07", 23, "prev_learned_acc", ">=", 0.9, "learned position embeddings: accuracy ≥ 0.9"),
     _c("07", 23, "prev_sinusoidal_acc", ">=", 0.9, "sinusoidal ×2: accuracy ≥ 0.9"),
     _c("07", 23, "prev_none_acc", "<=", 0.5, "no positions: accuracy ≤ 0.5"),
     _c("07", 23, "prev_none_acc", ">", 1 / 8, "no positions: accuracy > 2/16"),
     _c("07", 23, "prev_none_pos1", ">=", 0.9, "no positions: position 1 ≥ 0.9"),
     _c("07", 23, "prev_none_pos9", "<=", 0.4, "no positions: position 9 ≤ 0.4"),
-    _c("07", 27, "prev_learned_one_back", ">=", 0.9, "learned positions: weight on the previous token ≥ 0.9"),
+    _c("07", 27, "prev_learned_one_back", ">=", 0.9,
+       "learned position embeddings: weight on the previous token ≥ 0.9"),
     # 07 §4: the scale
     _c("07", 30, "start_unscaled", ">=", 0.8, "N(0, 1), unscaled: largest weight starts ≥ 0.8"),
     _c("07", 30, "start_scaled", "<=", 0.6, "N(0, 1), scaled: largest weight starts ≤ 0.6"),
@@ -113,11 +122,16 @@ CLAIMS = (
     _c("07", 33, "flat_unscaled", ">=", 0.5, "unscaled: ≥ 50 % of shelves with |gradient| < 1e-3"),
     _c("07", 33, "flat_scaled", "<=", 0.1, "scaled: ≤ 10 % of shelves with |gradient| < 1e-3"),
     _c("07", 33, "grad_ratio", ">", 2, "‖dW_Q‖ unscaled > 2 × scaled", unit=False),
+    _c("07", 36, "lr8_loss_ratio", ">", 3, "scaled at lr 0.08: mean loss > 3 × unscaled at lr 0.01",
+       unit=False),
+    _c("07", 36, "lr8_acc", "<=", 0.7, "scaled at lr 0.08: final accuracy ≤ 0.7"),
     _c("07", 36, "retuned_gap", "<=", 0.2, "scaled at lr 0.03 within 0.2 of unscaled at lr 0.01 (mean loss)",
        unit=False),
     _c("07", 36, "retuned_vs_scaled", "<", 1, "scaled at lr 0.03 below scaled at lr 0.01 (mean loss ratio)",
        unit=False),
-    _c("07", 36, "retuned_acc", ">=", 0.8, "final accuracy of both ≥ 0.8"),
+    _c("07", 36, "retuned_end", ">", 2, "final loss: scaled at lr 0.03 > 2 × scaled at lr 0.01", unit=False),
+    _c("07", 39, "adam_factor", ">", ADAM_BOUNDS[0], "Adam's factor > 8^(1/4) ≈ 1.68", unit=False),
+    _c("07", 39, "adam_factor", "<", ADAM_BOUNDS[1], "Adam's factor < √8 ≈ 2.83", unit=False),
     # 08 §2-3: two layers against one
     _c("08", 6, "flat", "<", 0.03, "loss flat by the rule (|Δ| / step-0 loss < 0.03)", unit=False,
        at_least=10),
@@ -171,8 +185,8 @@ CLAIMS_ZH = {
         '训练后给对应那本书的权重 > 0.9',
     'query-key table: the largest score on the diagonal in ≥ 14 of 16 rows':
         '查询-键表：16 行中至少 14 行的最大分数在对角线上',
-    'learned positions: accuracy ≥ 0.9':
-        '学出来的位置编码：准确率 ≥ 0.9',
+    'learned position embeddings: accuracy ≥ 0.9':
+        '可学习的位置嵌入：准确率 ≥ 0.9',
     'sinusoidal ×2: accuracy ≥ 0.9':
         '正弦位置编码 ×2：准确率 ≥ 0.9',
     'no positions: accuracy ≤ 0.5':
@@ -183,8 +197,8 @@ CLAIMS_ZH = {
         '没有位置编码：位置 1 上 ≥ 0.9',
     'no positions: position 9 ≤ 0.4':
         '没有位置编码：位置 9 上 ≤ 0.4',
-    'learned positions: weight on the previous token ≥ 0.9':
-        '学出来的位置编码：给前一个词的权重 ≥ 0.9',
+    'learned position embeddings: weight on the previous token ≥ 0.9':
+        '可学习的位置嵌入：给前一个词的权重 ≥ 0.9',
     'N(0, 1), unscaled: largest weight starts ≥ 0.8':
         'N(0, 1)，不缩放：最大权重一开始就 ≥ 0.8',
     'N(0, 1), scaled: largest weight starts ≤ 0.6':
@@ -203,12 +217,20 @@ CLAIMS_ZH = {
         '缩放：≤ 10% 的书架 |梯度| < 1e-3',
     '‖dW_Q‖ unscaled > 2 × scaled':
         '不缩放的 ‖dW_Q‖ > 缩放的 2 倍',
+    'scaled at lr 0.08: mean loss > 3 × unscaled at lr 0.01':
+        '缩放、学习率 0.08：平均损失 > 不缩放、学习率 0.01 的 3 倍',
+    'scaled at lr 0.08: final accuracy ≤ 0.7':
+        '缩放、学习率 0.08：最后的准确率 ≤ 0.7',
     'scaled at lr 0.03 within 0.2 of unscaled at lr 0.01 (mean loss)':
         '缩放、学习率 0.03 与不缩放、学习率 0.01 相差不到 0.2（平均损失）',
     'scaled at lr 0.03 below scaled at lr 0.01 (mean loss ratio)':
         '缩放、学习率 0.03 低于缩放、学习率 0.01（平均损失之比）',
-    'final accuracy of both ≥ 0.8':
-        '两者最后的准确率都 ≥ 0.8',
+    'final loss: scaled at lr 0.03 > 2 × scaled at lr 0.01':
+        '最后的损失：缩放、学习率 0.03 > 缩放、学习率 0.01 的 2 倍',
+    "Adam's factor > 8^(1/4) ≈ 1.68":
+        'Adam 的倍数 > 8^(1/4) ≈ 1.68',
+    "Adam's factor < √8 ≈ 2.83":
+        'Adam 的倍数 < √8 ≈ 2.83',
     'loss flat by the rule (|Δ| / step-0 loss < 0.03)':
         '按规则损失已不再下降（|Δ| / 第 0 步损失 < 0.03）',
     '2 layers: accuracy ≥ 0.9':
@@ -274,8 +296,14 @@ def _library_jobs(seed: int) -> dict:
             jobs["scale", embed_std, scale] = dict(
                 model=LibraryModel(d_model=64, d_k=64, scale=scale, embed_std=embed_std, seed=seed),
                 make_batch=lib, steps=100, lr=1e-2, seed=seed)
-    jobs["retuned"] = dict(model=LibraryModel(d_model=64, d_k=64, scale=True, embed_std=0.02, seed=seed),
-                           make_batch=lib, steps=100, lr=3e-2, seed=seed)
+    tiny = partial(LibraryModel, d_model=64, d_k=64, embed_std=0.02, seed=seed)
+    jobs["retuned"] = dict(model=tiny(scale=True), make_batch=lib, steps=100, lr=3e-2, seed=seed)
+    jobs["lr8"] = dict(model=tiny(scale=True), make_batch=lib, steps=100, lr=8e-2, seed=seed)
+    jobs["spread", False, 1.0] = dict(model=tiny(scale=False), make_batch=lib, steps=ADAM_STEPS, lr=1e-2,
+                                      seed=seed)
+    for factor in ADAM_FACTORS:
+        jobs["spread", True, factor] = dict(model=tiny(scale=True), make_batch=lib, steps=ADAM_STEPS,
+                                            lr=1e-2 * factor, seed=seed)
     return jobs
 
 
@@ -329,10 +357,17 @@ def _measure(seed: int, runs: dict, evals: dict) -> dict:
         flat[scale] = (model.right_book_gradient(lib_eval) < 1e-3).mean()
         norm[scale] = np.linalg.norm(model.loss_and_grads(lib_eval)[1]["W_Q"])
     v.update(flat_unscaled=flat[False], flat_scaled=flat[True], grad_ratio=norm[False] / norm[True])
-    retuned, unscaled = runs["retuned"], runs["scale", 0.02, False]
+    retuned, unscaled, scaled = runs["retuned"], runs["scale", 0.02, False], runs["scale", 0.02, True]
     v.update(retuned_gap=abs(retuned.loss.mean() - unscaled.loss.mean()),
              retuned_vs_scaled=retuned.loss.mean() / loss[0.02, True],
-             retuned_acc=min(unscaled.model.accuracy(lib_eval), retuned.model.accuracy(lib_eval)))
+             retuned_end=retuned.model.loss(lib_eval) / scaled.model.loss(lib_eval),
+             lr8_loss_ratio=runs["lr8"].loss.mean() / unscaled.loss.mean(),
+             lr8_acc=runs["lr8"].model.accuracy(lib_eval),
+             # not a claim: 07 counts the seeds on which the scaled model ends at least as accurate
+             tiny_acc_scaled=scaled.model.accuracy(lib_eval),
+             tiny_acc_unscaled=unscaled.model.accuracy(lib_eval))
+    spread = {key[1:]: _score_spread(run.model, lib_eval) for key, run in runs.items() if key[0] == "spread"}
+    v["adam_factor"] = _adam_factor(spread[False, 1.0], [spread[True, f] for f in ADAM_FACTORS])
     # 08 §2-3
     two, one = runs["rep", "2 layers"], runs["rep", "1 layer"]
     v["flat"] = max(abs(r.loss[-200:].mean() - r.loss[-400:-200].mean()) / r.loss[0] for r in (two, one))
@@ -377,6 +412,37 @@ def _measure(seed: int, runs: dict, evals: dict) -> dict:
     return {k: float(x) for k, x in v.items()}
 
 
+def _score_spread(model: LibraryModel, batch) -> float:
+    """How far apart the scores of a shelf's books lie: the standard deviation of each shelf's
+    scores (:meth:`LibraryModel.scores`), averaged over the shelves of ``batch``."""
+    return float(model.scores(batch).std(axis=-1).mean())
+
+
+def _adam_factor(target: float, spreads) -> float:
+    """The factor of the learning rate at which the scaled model's score spread reaches ``target``.
+
+    ``spreads``: the scaled model's spread after training at 0.01 times each of
+    :data:`ADAM_FACTORS`; ``target``: the unscaled model's at 0.01. The factor is read off between
+    the first factor whose spread reaches the target and the one before it, on a straight line
+    through their logarithms; ``inf`` when no factor up to 8 reaches it.
+
+    Examples
+    --------
+    >>> spreads = [0.01 * f ** 2 for f in ADAM_FACTORS]        # a spread that grows like factor²
+    >>> round(_adam_factor(0.08, spreads), 3)                    # 8 times the spread at factor 1
+    2.828
+    """
+    logs = np.log(np.asarray(spreads, dtype=float))
+    reached = np.flatnonzero(logs >= np.log(target))
+    if len(reached) == 0:
+        return float("inf")
+    i = int(reached[0])
+    if i == 0:
+        return ADAM_FACTORS[0]
+    x = np.log(ADAM_FACTORS[i - 1:i + 1])
+    return float(np.exp(np.interp(np.log(target), logs[i - 1:i + 1], x)))
+
+
 def evaluation_batches() -> dict:
     """The notebooks' fixed evaluation batches (the same seeds and sizes as in 07 and 08)."""
     return {"lib": library_batch(1, 512), "prev": previous_token_batch(1, 512, length=10),
@@ -397,7 +463,8 @@ def run(seeds=HELD_OUT, processes: int | None = None) -> dict:
     jobs = {}
     for seed in seeds:
         for key, job in {**_library_jobs(seed), **_repeat_jobs(seed)}.items():
-            eval_batch = {"lib": "lib", "prev": "prev", "scale": "lib", "retuned": "lib", "rep": "rep",
+            eval_batch = {"lib": "lib", "prev": "prev", "scale": "lib", "retuned": "lib", "lr8": "lib",
+                          "spread": "lib", "rep": "rep",
                           "two": "two", "fp": "fp"}[key if isinstance(key, str) else key[0]]
             key = key if isinstance(key, tuple) else (key,)
             jobs[(seed, *key)] = dict(job, eval_batch=evals[eval_batch])

@@ -232,6 +232,28 @@ class LibraryModel(_Model):
         dZ = A[:, 0] * (dA - (dA * A[:, 0]).sum(axis=-1, keepdims=True))   # softmax's backward
         return np.abs(dZ[np.arange(len(logits)), batch.answer_book])
 
+    @_one_blas_thread
+    def scores(self, batch: LibraryBatch) -> np.ndarray:
+        """The scores the softmax receives: q·k of each shelf's query with each of its books,
+        divided by √d_k when the model scales.
+
+        Returns
+        -------
+        ndarray, shape (B, n_books)
+
+        Examples
+        --------
+        >>> from attention_course.tasks import library_batch
+        >>> model, batch = LibraryModel(seed=0), library_batch(0, 4)
+        >>> bool(np.allclose(softmax(model.scores(batch)), model.forward(batch)[1][:, 0], atol=1e-6))
+        True
+        """
+        P = self.params
+        q = P["key_embed"][batch.query] @ P["W_Q"]                                      # (B, d_k)
+        k = (P["key_embed"][batch.keys] + P["value_embed"][batch.values]) @ P["W_K"]   # (B, n_books, d_k)
+        z = np.einsum("bd,bnd->bn", q, k)
+        return z * float(self.d_k) ** -0.5 if self.scale else z
+
     def query_key_table(self) -> np.ndarray:
         """(key_embed W_Q)(key_embed W_K)ᵀ: row i, the score query key i gives a book with key j.
 
