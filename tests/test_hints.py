@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from test_check_docstrings import find_code
-from test_zh_style import CODE, MATH, ascii_punctuation, glossary, quotes
+from test_zh_style import CODE, MATH, ascii_punctuation, glossary, quotes, unrendered_bold
 
 from notebook_tools import CJK, ROOT, english_words, load, nbgrader_meta, notebook_names, prose, source
 
@@ -407,6 +407,7 @@ def test_chinese_hints_follow_the_course_conventions(ex_id):
         where = f"{ex_id} zh hint {n}"
         plain = prose(text, code=CODE, math=MATH)
         found += ascii_punctuation(plain, where) + quotes(plain, where) + glossary(text, where)
+        found += unrendered_bold(text, where)
     assert not found, "\n".join(map(str, found))
 
 

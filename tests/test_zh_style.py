@@ -149,6 +149,28 @@ def quotes(text: str, where: str, reprs_allowed: bool = False) -> list[Finding]:
     return found
 
 
+# CommonMark: "**" closes only when it is right-flanking, so "**练习 1：**写" (punctuation, then a
+# letter) shows its asterisks; the same for "字**“…" opening after a letter before punctuation
+FULL_WIDTH_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65“”‘’…—"
+LETTER = re.compile(rf"[{CJK_IDEOGRAPH}A-Za-z0-9]")
+PUNCT = re.compile(f"[{FULL_WIDTH_PUNCT}]")
+
+
+def unrendered_bold(markdown: str, where: str) -> list[Finding]:
+    text = prose(markdown, code=CODE, math=MATH)
+    found = []
+    for _, line in _lines(text):
+        marks = [m.start() for m in re.finditer(r"(?<!\*)\*\*(?!\*)", line)]
+        for n, at in enumerate(marks):
+            before, after = line[at - 1:at], line[at + 2:at + 3]
+            closing = n % 2 == 1
+            if (closing and PUNCT.match(before) and LETTER.match(after)) or (
+                    not closing and LETTER.match(before) and PUNCT.match(after)):
+                found.append(Finding(where, "bold that does not render (move the full-width punctuation outside the **)",
+                                     snippet(line, at, at + 2)))
+    return found
+
+
 def glossary(text: str, where: str) -> list[Finding]:
     found = []
     for pattern, shown, use in BANNED_RE:
@@ -168,9 +190,10 @@ def _cell_strings(code: str) -> list[str]:
 
 def notebook_findings(name: str) -> dict[str, list[Finding]]:
     """Every finding in one zh notebook, by rule family."""
-    found = {"newline": [], "punctuation": [], "quotes": [], "glossary": []}
+    found = {"newline": [], "punctuation": [], "quotes": [], "glossary": [], "bold": []}
     for i, src in markdown_cells("zh", name):
         where = f"zh/{name} cell {i}"
+        found["bold"] += unrendered_bold(src, where)
         text = prose(src, code=CODE, math=MATH)
         found["newline"] += newline_breaks(src, where)
         found["punctuation"] += ascii_punctuation(text, where)
@@ -206,7 +229,7 @@ def page_findings(path: Path) -> dict[str, list[Finding]]:
     text = prose(raw, code=CODE, math=MATH)
     name = str(path.relative_to(ROOT))
     found = {"newline": newline_breaks(raw, name, line_numbers=True),
-             "punctuation": [], "quotes": [], "glossary": []}
+             "punctuation": [], "quotes": [], "glossary": [], "bold": unrendered_bold(raw, name)}
     section = ""
     for n, line in enumerate(text.split("\n"), start=1):
         if line.startswith("## "):
@@ -231,7 +254,7 @@ def _report(findings: list[Finding], limit: int = 60) -> str:
 
 # --- the tests ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("rule", ["newline", "punctuation", "quotes", "glossary"])
+@pytest.mark.parametrize("rule", ["newline", "punctuation", "quotes", "glossary", "bold"])
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_zh_notebook(name, rule):
     findings = notebook_findings(name)[rule]
@@ -245,7 +268,7 @@ def test_chinese_strings_in_the_library(path, rule):
     assert not findings, _report(findings)
 
 
-@pytest.mark.parametrize("rule", ["newline", "punctuation", "quotes", "glossary"])
+@pytest.mark.parametrize("rule", ["newline", "punctuation", "quotes", "glossary", "bold"])
 @pytest.mark.parametrize("path", ZH_PAGES, ids=[str(p.relative_to(ROOT)) for p in ZH_PAGES])
 def test_chinese_page(path, rule):
     findings = page_findings(path)[rule]
@@ -285,6 +308,15 @@ def test_ascii_punctuation_is_found(text):
 ])
 def test_full_width_and_spaced_text_passes(text):
     assert not ascii_punctuation(text, "t")
+
+
+@pytest.mark.parametrize("text, bad", [
+    ("**练习 1：**写一个函数", True), ("**练习 1：** 写一个函数", False), ("**练习 1**：写一个函数", False),
+    ("看**“它”**这一行", True), ("看 **“它”** 这一行", False), ("**小结**", False),
+    ("`**：**写` 里的代码", False), ("**Try it:** pick", False),
+])
+def test_unrendered_bold_is_found(text, bad):
+    assert bool(unrendered_bold(text, "t")) == bad
 
 
 def test_newline_rule_sees_paragraphs_not_code_headings_or_tables():
