@@ -166,8 +166,8 @@ def unrendered_bold(markdown: str, where: str) -> list[Finding]:
             closing = n % 2 == 1
             if (closing and PUNCT.match(before) and LETTER.match(after)) or (
                     not closing and LETTER.match(before) and PUNCT.match(after)):
-                found.append(Finding(where, "bold that does not render (move the full-width punctuation outside the **)",
-                                     snippet(line, at, at + 2)))
+                found.append(Finding(where, "bold that does not render (move the full-width punctuation "
+                                            "outside the **)", snippet(line, at, at + 2)))
     return found
 
 
