@@ -544,7 +544,7 @@ def table(notebook: str, lang: str = "en", result: dict | None = None) -> str:
     seeds, kernel = result["seeds"], ", ".join(k.split()[-1] for k in result.get("kernel", []))
     span, n = f"{seeds[0]}-{seeds[-1]}", len(seeds)
     if lang == "zh":
-        lines = [f"OpenBLAS {kernel} 内核，笔记本都没用过的 {n} 个种子（{span}）："]
+        lines = [f"OpenBLAS {kernel} 内核，课程里没用过的 {n} 个种子（{span}）："]
     else:
         lines = [f"On {n} seeds no notebook trains ({span}), with OpenBLAS's {kernel} kernel:"]
     if notebook == "08":
