@@ -383,11 +383,11 @@ def blas_description() -> list[dict]:
 
 def simd_line() -> dict:
     simd = numpy_simd()
-    parts = [f"baseline {' '.join(simd['baseline']) or '-'}",
-             f"found {' '.join(simd['found']) or '-'}",
-             f"not found {' '.join(simd['not_found']) or '-'}"]
-    return {"en": f"NumPy SIMD level: {simd['level']} ({'; '.join(parts)})",
-            "zh": f"NumPy 的 SIMD 级别：{simd['level']}（{'；'.join(parts)}）"}
+    names = {key: " ".join(simd[key]) or "-" for key in ("baseline", "found", "not_found")}
+    en = f"baseline {names['baseline']}; found {names['found']}; not found {names['not_found']}"
+    zh = f"编译基线 {names['baseline']}；检测到 {names['found']}；未检测到 {names['not_found']}"
+    return {"en": f"NumPy SIMD level: {simd['level']} ({en})",
+            "zh": f"NumPy 的 SIMD 级别：{simd['level']}（{zh}）"}
 
 
 
