@@ -257,8 +257,9 @@ class CostExplorer(Explorer):
         t = self.text
         ax_t, ax_m = fig.subplots(1, 2)
         ns = data["curves"]["n"]
+        # three colours and three dashes, never red against green: colour-blind readers tell them apart
         styles = {"full": ("tab:red", "-"), "chunked": ("tab:blue", "--"),
-                  "windowed": ("tab:green", "-")}
+                  "windowed": ("tab:purple", "-.")}
         art = {"time": ax_t, "memory": ax_m, "curves": {}, "points": {}}
         for kind in KINDS:
             color, ls = styles[kind]
