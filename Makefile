@@ -249,6 +249,30 @@ screenshots:
 	  { echo "no screenshots in $(SHOTS)/: run make test-browser first" >&2; exit 1; }
 	cp $(SHOTS)/screenshot_*.png figures/
 
+## make book: the course as a website in both languages, build/book/en/ and build/book/zh/ (open
+##   build/book/index.html): every notebook a page with its stored outputs (never run), each explorer
+##   as its static figure, the course map, the symbols, the glossary and the references, every page
+##   linked to its twin, MathJax and the search served from the site. Sphinx with MyST-NB, from the
+##   dependency group book, installed into .venv (book/build.py, book/conf.py).
+## make test-book: the tests of the last make book (tests/book/), most in headless Chromium: every
+##   page of both books loads with nothing from another host and no console error, passes axe-core's
+##   WCAG 2.0 and 2.1 A and AA rules, has one H1 and no skipped heading level, and alt text on every
+##   image; the search finds a word in each language; the keyboard reaches the language switch, the
+##   navigation and the search. Also the notebooks' headings and the colour maps.
+BOOK_STAMP := $(VENV)/.book-installed
+.PHONY: book test-book
+# The book needs neither the course nor the model: a venv with the group book builds it.
+$(BOOK_STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet --upgrade "pip>=25.1"
+	$(PIP) install --quiet --group book
+	@touch $@
+
+book: $(BOOK_STAMP)
+	$(PY) book/build.py
+
+test-book: $(BOOK_STAMP) $(DEV_STAMP)
+	$(PY) -m pytest tests/book -m book -n 2
+
 ## make test-classroom (root): a whole class on one machine, end to end. Installs JupyterHub, nbgrader
 ##   and the course into /opt/attention-classroom (classroom/install.sh), then an instructor and
 ##   throwaway student users (one in headless Chromium) release, fetch, submit, grade and return
@@ -268,7 +292,7 @@ bench-classroom:
 ## make lock: record exact versions, resolved in a fresh venv: the learner's set (with the model) in
 ##   requirements-lock.txt, each dependency group on top of it in locks/<group>.txt.
 LOCK_VENV := build/lock-venv
-LOCK_GROUPS := test dev instructor bench reference
+LOCK_GROUPS := test dev instructor bench reference book
 lock:
 	rm -rf $(LOCK_VENV)
 	@$(PYTHON) maintainer/check_python.py

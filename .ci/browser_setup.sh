@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# What the browser test needs beyond the Python packages: Debian's Chromium (Playwright drives it
+# What the browser tests need beyond the Python packages: Debian's Chromium (Playwright drives it
 # at /usr/bin/chromium instead of downloading its own browser build) and a CJK font, so that
-# Chinese text in JupyterLab renders as characters rather than boxes.
+# Chinese text in JupyterLab and in the book renders as characters rather than boxes. The book's
+# tests need nothing more: axe-core's engine comes from PyPI (the group book), not from npm.
 # Quick when everything is already there: apt is touched only for what is missing.
 set -euo pipefail
 
