@@ -41,14 +41,15 @@ LABEL_SIZE = 7
 _TEXT = {
     "zh": {
         "sentence": "句子", "text": "自由输入", "layer": "层", "head": "头",
-        "free": "（自由输入）", "query": "查询（位置，从 0 数）", "key": "键",
+        "free": "（自由输入）", "query": "查询（提问的词，从 0 数）", "key": "键（被看的词）",
         "map": "头 {layer}.{head}（层.头，从 0 数）的注意力权重",
         "grid": "每个头看前一个词的平均权重", "grid_x": "头", "grid_y": "层",
         "repeat": "随机词重复两遍（2 × 12）", "computing": "模型正在计算……",
     },
     "en": {
         "sentence": "sentence", "text": "free text", "layer": "layer", "head": "head",
-        "free": "(free text)", "query": "query (position, from 0)", "key": "key",
+        "free": "(free text)", "query": "query (the asking token, from 0)",
+        "key": "key (the token looked at)",
         "map": "head {layer}.{head} (layer.head, from 0): attention weights",
         "grid": "mean weight on the previous token", "grid_x": "head",
         "grid_y": "layer", "repeat": "random tokens repeated (2 × 12)",
