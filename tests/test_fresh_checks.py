@@ -38,6 +38,15 @@ def test_every_check_module_hands_out_fresh_checks(name):
         assert fresh.__doc__ == vars(module)[n].__doc__
 
 
+@pytest.mark.parametrize("name", MODULES)
+def test_every_check_module_lists_exactly_its_checks_in_all(name):
+    module = importlib.import_module(f"attention_course.checks.{name}")
+    checks_defined = sorted(n for n, obj in vars(module).items()
+                            if n.startswith("check_") and getattr(obj, "__module__", None) == module.__name__)
+    assert sorted(module.__all__) == checks_defined, (
+        f"checks/{name}.py: __all__ must list its checks, {checks_defined}")
+
+
 def test_setattr_on_the_check_module_does_not_reach_the_check(monkeypatch, capsys):
     for name in [n for n in vars(nb02_checks) if n.startswith("check_")]:
         monkeypatch.setattr(attention_course.checks.nb02, name, lambda *a, **k: print("passed"))

@@ -20,6 +20,13 @@ from .comparison import compare
 from .language import fail, get_language
 from .watcher import run_learner
 
+__all__ = [
+    "check_score_increase",
+    "check_scores_for",
+    "check_stable_softmax",
+    "check_zero_temperature_lookup",
+]
+
 _rng = np.random.default_rng(2024)
 _MATRIX_3x4 = np.round(_rng.normal(size=(3, 4)) * 2, 2)
 _BATCH_2x3x5 = np.round(_rng.normal(size=(2, 3, 5)) * 2, 2)

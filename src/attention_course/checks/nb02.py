@@ -22,6 +22,8 @@ from .comparison import compare, precision_reason
 from .language import fail, get_language
 from .watcher import run_learner
 
+__all__ = ["check_cross_attention_weights", "check_one_way", "check_qkv_from_in_proj", "check_same_scores"]
+
 
 def _normal(seed: int, *shape, scale: float = 1.0) -> np.ndarray:
     return np.random.default_rng(seed).normal(scale=scale, size=shape)

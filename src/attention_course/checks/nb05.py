@@ -24,6 +24,14 @@ from .language import CheckFailed, fail, get_language
 from .language import label as _t
 from .watcher import run_learner
 
+__all__ = [
+    "check_alibi",
+    "check_permutation_matrix",
+    "check_positional_encoding",
+    "check_rope",
+    "check_shift_matrix",
+]
+
 
 def _same(got, expected) -> bool:
     try:

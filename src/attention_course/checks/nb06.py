@@ -18,6 +18,8 @@ from .language import fail, get_language
 from .language import label as _t
 from .watcher import run_learner
 
+__all__ = ["check_attend_new_token", "check_merge_states", "check_window_mask"]
+
 #: The KV-cache exercises forbid every attention function of the library and the running accounts.
 _ATTENTION = ("attention", "online_softmax")
 
