@@ -9,6 +9,7 @@ Usage: python maintainer/execute_notebooks.py notebooks/zh/01_library_analogy.ip
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -52,13 +53,22 @@ def execute(path: Path, timeout: int = 120) -> float:
     return elapsed
 
 
-def main(paths: list[str]) -> int:
-    if not paths:
-        print("usage: execute_notebooks.py NOTEBOOK.ipynb ...", file=sys.stderr)
-        return 2
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="maintainer/execute_notebooks.py",
+        description="Execute notebooks from a clean kernel (the default kernel, python3), store "
+                    "their outputs in place, and print each one's time.")
+    parser.add_argument("notebooks", nargs="+", metavar="NOTEBOOK.ipynb",
+                        help="the notebooks to execute, e.g. notebooks/en/02_qkv_projections.ipynb")
+    parser.add_argument("--timeout", type=int, default=120, metavar="SECONDS",
+                        help="the longest a cell may run (default: 120)")
+    args = parser.parse_args(argv)
+    missing = [p for p in args.notebooks if not Path(p).is_file()]
+    if missing:
+        parser.error(f"no such notebook: {', '.join(missing)}")
     total = 0.0
-    for p in paths:
-        t = execute(Path(p))
+    for p in args.notebooks:
+        t = execute(Path(p), args.timeout)
         total += t
         print(f"{t:6.1f} s  {p}")
     print(f"{total:6.1f} s  total")
