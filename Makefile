@@ -152,6 +152,12 @@ grade: $(DEV_STAMP)
 bench-grading: $(DEV_STAMP)
 	$(PY) benchmarks/grading.py --lang en
 
+## make library-table: rewrite CONTRIBUTING.md's table of what the library has (every public function
+##   and class of the modules that teach) from the code; tests/test_library_map.py checks it.
+.PHONY: library-table
+library-table: $(DEV_STAMP)
+	$(PY) maintainer/library_table.py --write
+
 ## make figures: regenerate every image in figures/ from the library's plotting functions.
 figures: $(DEV_STAMP)
 	$(PY) maintainer/make_figures.py
