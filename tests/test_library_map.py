@@ -67,6 +67,12 @@ def test_the_table_names_each_function_with_its_arguments_and_leaves_out_the_mac
     assert "_softmax_scores(" not in table          # a private function is not listed
 
 
+def test_every_public_function_method_and_property_says_what_it_does():
+    silent = [what for module in library_table.teaching_modules()
+              for what, text in library_table.rows(module) if not text.strip()]
+    assert not silent, f"give these a docstring (its first sentence goes in CONTRIBUTING's table): {silent}"
+
+
 def test_a_new_public_function_changes_the_table(monkeypatch):
     from attention_course import attention
 

@@ -150,6 +150,7 @@ def stored() -> dict:
 
 
 def main(argv=None) -> int:
+    """Command line of ``make controls``: measure the controls and write them as JSON to ``--out``."""
     parser = argparse.ArgumentParser(description="Measure 09's ablation controls on the real model.")
     parser.add_argument("--out", required=True, help="where to write the result (JSON)")
     args = parser.parse_args(argv)

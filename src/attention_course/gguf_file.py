@@ -54,6 +54,7 @@ class TensorInfo:
 
     @property
     def type_name(self) -> str:
+        """The tensor's ggml type by name (``Q4_1``, ``F32``), or ``ggml type N`` for one without a name."""
         if self.type_id in TENSOR_TYPES:
             return TENSOR_TYPES[self.type_id][0]
         return _OTHER_TYPES.get(self.type_id, f"ggml type {self.type_id}")

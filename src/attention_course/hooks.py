@@ -247,6 +247,7 @@ class Hooks:
         self.active = bool(self.fns) or cache
 
     def changes(self, name: str) -> bool:
+        """A function runs at ``name``, so the activation there may be changed."""
         return name in self.fns
 
     def wants(self, name: str) -> bool:

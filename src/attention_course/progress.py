@@ -79,6 +79,7 @@ class ProgressLine:
         return self
 
     def update(self, done: int, loss: float | None = None) -> None:
+        """Show ``done`` of the total steps and the loss, every ``every`` steps and at the last."""
         if done % self.every and done != self.total:
             return
         self.text = self._render(done, loss)

@@ -74,6 +74,7 @@ class Claim:
     seeds: tuple = NOTEBOOK_SEEDS
 
     def holds(self, x: float) -> bool:
+        """Whether ``x`` is on the side of the threshold the claim asks for."""
         return {">=": x >= self.threshold, "<=": x <= self.threshold,
                 ">": x > self.threshold, "<": x < self.threshold}[self.op]
 
@@ -83,6 +84,7 @@ class Claim:
 
     @property
     def needed(self) -> float:
+        """The margin a value must keep from the threshold to count as clear of it."""
         return 0.05 if self.unit else 0.1 * abs(self.threshold)
 
     def clear(self, x: float) -> bool:
@@ -593,6 +595,7 @@ def stored() -> dict:
 
 
 def main(argv=None) -> int:
+    """Command line of ``make sweep``: train on the held-out seeds and write the result as JSON."""
     parser = argparse.ArgumentParser(description="Train 07's and 08's models on held-out seeds.")
     parser.add_argument("--out", help="where to write the result (JSON)")
     parser.add_argument("--seeds", type=int, default=len(HELD_OUT), help="how many held-out seeds")

@@ -168,6 +168,7 @@ class LibraryModel(_Model):
         return logits, weights, (c_kq, c_vb, c_q, c_k, c_v, c_att, c_u)
 
     def backward(self, dlogits, cache) -> dict:
+        """Gradients of every weight from the gradient of the logits, by name."""
         c_kq, c_vb, c_q, c_k, c_v, c_att, c_u = cache
         g = {}
         dout, g["W_U"] = _linear_back(dlogits, c_u)
@@ -181,17 +182,20 @@ class LibraryModel(_Model):
         return g
 
     def loss_and_grads(self, batch: LibraryBatch):
+        """Mean cross-entropy on ``batch`` and the gradients of every weight."""
         logits, _, cache = self.forward(batch)
         loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets)
         return loss, self.backward(dlogits, cache)
 
     @_one_blas_thread
     def loss(self, batch: LibraryBatch) -> float:
+        """Mean cross-entropy on ``batch``."""
         logits, _, _ = self.forward(batch)
         return float(bp.softmax_cross_entropy(logits, batch.targets)[0])
 
     @_one_blas_thread
     def accuracy(self, batch: LibraryBatch) -> float:
+        """Share of the queries whose top logit is the right book."""
         logits, _, _ = self.forward(batch)
         return float((logits.argmax(-1) == batch.targets).mean())
 
@@ -441,6 +445,7 @@ class AttentionOnlyModel(_Model):
         return w @ v, w, None                                               # no backward through here
 
     def backward(self, dlogits, cache) -> dict:
+        """Gradients of every weight from the gradient of the logits, by name."""
         c_emb, c_pos, layers, c_u = cache
         h, g = self.n_heads, {}
         dx, g["W_U"] = _linear_back(dlogits, c_u)
@@ -465,12 +470,14 @@ class AttentionOnlyModel(_Model):
         return g
 
     def loss_and_grads(self, batch: SequenceBatch):
+        """Mean cross-entropy over the counted positions and the gradients of every weight."""
         logits, _, cache = self.forward(batch.tokens)
         loss, dlogits = bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)
         return loss, self.backward(dlogits, cache)
 
     @_one_blas_thread
     def loss(self, batch: SequenceBatch) -> float:
+        """Mean cross-entropy over the counted positions of ``batch`` (``batch.mask``)."""
         logits, _, _ = self.forward(batch.tokens)
         return float(bp.softmax_cross_entropy(logits, batch.targets, mask=batch.mask)[0])
 
@@ -612,6 +619,7 @@ class TrainingRun:
 
     @property
     def steps(self) -> int:
+        """How many training steps were taken."""
         return len(self.loss) - 1
 
 
