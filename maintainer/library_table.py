@@ -51,8 +51,8 @@ def signature(obj) -> str:
     """``(q, k, v, attn_mask=None, *, block=128)``: the arguments without annotations."""
     try:
         sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return "(…)"
+    except (TypeError, ValueError):      # an exception class: its arguments are its message
+        return "(*args)"
     parts, star_written = [], False
     params = list(sig.parameters.values())
     if params and params[0].name in ("self", "cls"):
@@ -75,8 +75,11 @@ def signature(obj) -> str:
 
 
 def summary(obj) -> str:
-    """The first sentence of the docstring's first paragraph, on one line."""
+    """The first sentence of the docstring's first paragraph, on one line; empty when there is none
+    (a dataclass without a docstring gets its signature as one: that says nothing)."""
     doc = inspect.getdoc(obj) or ""
+    if inspect.isclass(obj) and doc.startswith(obj.__name__ + "("):
+        doc = ""
     paragraph = " ".join(doc.split("\n\n")[0].split())
     match = re.search(r"(?<=[.!?])\s+(?=[A-Z`(:])", paragraph)
     sentence = paragraph[:match.start()] if match else paragraph

@@ -73,6 +73,16 @@ def test_every_public_function_method_and_property_says_what_it_does():
     assert not silent, f"give these a docstring (its first sentence goes in CONTRIBUTING's table): {silent}"
 
 
+def test_a_dataclass_without_a_docstring_counts_as_silent():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Point:
+        x: int
+
+    assert library_table.summary(Point) == ""
+
+
 def test_a_new_public_function_changes_the_table(monkeypatch):
     from attention_course import attention
 

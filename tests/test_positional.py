@@ -65,6 +65,10 @@ def test_rotary_scores_depend_on_offset_only():
     (lambda: sinusoidal_positional_encoding(4.0, 4), TypeError, "num_positions must be an int"),
     (lambda: position_shift_matrix(1.5, 4), TypeError, "k must be an int"),
     (lambda: sinusoidal_positional_encoding(4, 4, base=1.0), ValueError, "base"),
+    (lambda: sinusoidal_positional_encoding(4, 4, base=True), ValueError,
+     r"base must be a finite number > 1; got base=True"),
+    (lambda: sinusoidal_positional_encoding(4, 4, base="10000"), ValueError,
+     r"base must be a finite number > 1; got base='10000'"),
     (lambda: apply_rotary(np.ones((3, 4)), [0, 1]), ValueError, "positions has shape"),
 ])
 def test_bad_input(call, err, fragment):
@@ -109,6 +113,9 @@ def test_alibi_penalty_moves_weight_towards_near_keys():
     ({"query_positions": [[0, 1]]}, "query_positions must be a 1-D array"),
     ({"query_positions": [0, 1], "key_positions": ["a"]}, "key_positions must be a 1-D array"),
     ({"query_positions": [0, 1], "slope": 0}, "slope must be a finite number > 0"),
+    ({"query_positions": [0, 1], "slope": True}, "slope must be a finite number > 0; got slope=True"),
+    ({"query_positions": [0, 1], "slope": "a"}, "slope must be a finite number > 0; got slope='a'"),
+    ({"query_positions": [0, 1], "slope": np.nan}, "slope must be a finite number > 0; got slope=nan"),
     ({"query_positions": [0, np.inf]}, "query_positions must be finite"),
 ])
 def test_alibi_bad_input(kwargs, match):

@@ -155,6 +155,15 @@ def nonnegative_int(value, name: str) -> int:
     return int(value)
 
 
+def finite_number(value, name: str, *, above: float | None = None) -> float:
+    """``value`` as a float, refused unless a real number (not a bool), finite, and ``> above``."""
+    bound = "" if above is None else f" > {above:g}"
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
+            or not np.isfinite(value) or (above is not None and not value > above)):
+        raise ValueError(f"{name} must be a finite number{bound}; got {name}={value!r}")
+    return float(value)
+
+
 def resolve_scale(scale, E: int) -> float:
     """``1/sqrt(E)`` for ``None``, else ``scale`` as a float, refused unless finite and a number."""
     if scale is None:

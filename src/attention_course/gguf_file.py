@@ -47,6 +47,8 @@ class GGUFError(ValueError):
 
 @dataclass
 class TensorInfo:
+    """Where one tensor lies in the file: its name, shape, ggml type and byte offset."""
+
     name: str
     shape: tuple[int, ...]        # NumPy order: the last axis is GGUF's first (the row length)
     type_id: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import nonnegative_int, positive_int
+from ._validate import finite_number, nonnegative_int, positive_int
 
 
 def _check_d_model(d_model) -> int:
@@ -15,9 +15,7 @@ def _check_d_model(d_model) -> int:
 
 
 def _check_base(base) -> float:
-    if not (np.isscalar(base) and np.isfinite(base) and base > 1):
-        raise ValueError(f"base must be a finite number > 1; got base={base!r}")
-    return float(base)
+    return finite_number(base, "base", above=1)
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -252,10 +250,9 @@ def alibi_bias(query_positions, key_positions=None, slope: float = 0.5) -> np.nd
     """
     pq = _positions(query_positions, "query_positions")
     pk = pq if key_positions is None else _positions(key_positions, "key_positions")
-    if not (np.isscalar(slope) and np.isfinite(slope) and slope > 0):
-        raise ValueError(f"slope must be a finite number > 0; got slope={slope!r}")
+    slope = finite_number(slope, "slope", above=0)
     # + 0.0 turns the -0.0 of the diagonal into 0.0, which prints better
-    return -float(slope) * np.abs(pq[:, None] - pk[None, :]) + 0.0      # (L, S)
+    return -slope * np.abs(pq[:, None] - pk[None, :]) + 0.0      # (L, S)
 
 
 def _positions(p, name: str) -> np.ndarray:
