@@ -108,3 +108,12 @@ def test_write_puts_the_table_between_the_markers_once(tmp_path):
     assert "stale" not in text
     with pytest.raises(ValueError, match="no library table"):
         library_table.stored("# Contributing\n")
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in (PACKAGE / "checks").glob("*.py")
+                                          if p.stem != "__init__" and not re.fullmatch(r"nb\d\d", p.stem)))
+def test_contributing_names_every_module_of_the_check_machinery(module):
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8").split(APPENDIX)[0]
+    assert re.search(rf"`(checks/)?{module}\.py`", text), (
+        f"checks/{module}.py is missing from CONTRIBUTING.md's table of the machinery")
+
