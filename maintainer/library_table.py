@@ -44,7 +44,9 @@ def _default(value) -> str:
     if callable(value):
         return getattr(value, "__name__", type(value).__name__)
     text = repr(value)
-    return text if len(text) <= 30 else text[:27] + "…" + text[0] if isinstance(value, str) else text
+    if isinstance(value, str) and len(text) > 30:
+        return text[:27] + "…" + text[0]          # a long default text, cut, its quote closed
+    return text
 
 
 def signature(obj) -> str:
