@@ -147,11 +147,25 @@ LONGEST_FIRST = ("test_term_route.py", "test_handout.py", "test_grading.py", "te
                  "test_student_build.py", "test_fetched_anywhere.py")
 
 
+# Tiers that run only when their marker is asked for (make test-browser, make test-book): a plain
+# pytest run, make test's included, deselects them.
+ONLY_WHEN_ASKED = ("browser", "book")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The longest modules first (LONGEST_FIRST). With pytest-xdist's --dist loadgroup (make
-    test-fast, make test-pythons), the tests of a module that share a module-scoped fixture (a
-    loaded model, a built hand-out) run in one worker, so the fixture is made once; every other
-    test goes to whichever worker is free."""
+    """The browser and book tiers left out unless ``-m`` names them; then the longest modules first
+    (LONGEST_FIRST). With pytest-xdist's --dist loadgroup (make test-fast, make test-pythons), the
+    tests of a module that share a module-scoped fixture (a loaded model, a built hand-out) run in
+    one worker, so the fixture is made once; every other test goes to whichever worker is free."""
+    asked = config.getoption("markexpr") or ""
+    for marker in ONLY_WHEN_ASKED:
+        if marker in asked:         # "-m browser" selects them; "-m 'not browser'" dropped them already
+            continue
+        dropped = [item for item in items if item.get_closest_marker(marker)]
+        if dropped:
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
+            config.hook.pytest_deselected(items=dropped)
+
     def rank(item) -> int:
         name = Path(str(item.fspath)).name
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)

@@ -68,16 +68,6 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("page", book_pages())
 
 
-# -- only with -m book -----------------------------------------------------------------------
-def pytest_collection_modifyitems(config, items):
-    if "book" in (config.getoption("markexpr") or ""):
-        return
-    book = [item for item in items if item.get_closest_marker("book")]
-    if book:
-        items[:] = [item for item in items if not item.get_closest_marker("book")]
-        config.hook.pytest_deselected(items=book)
-
-
 # -- fixtures --------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def book() -> Path:

@@ -37,16 +37,6 @@ def skip_or_fail(reason: str):
     pytest.skip(f"browser test skipped: {reason}")
 
 
-# -- only with -m browser --------------------------------------------------------------------
-def pytest_collection_modifyitems(config, items):
-    if "browser" in (config.getoption("markexpr") or ""):
-        return  # "-m browser" selects them; "-m 'not browser'" has dropped them already
-    browser = [item for item in items if item.get_closest_marker("browser")]
-    if browser:
-        items[:] = [item for item in items if not item.get_closest_marker("browser")]
-        config.hook.pytest_deselected(items=browser)
-
-
 # -- fixtures --------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def chromium() -> Path:
